@@ -1,0 +1,97 @@
+// error.h - the one exception type that crosses maploc's public API.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace maploc {
+
+/// Stable, explicitly numbered error codes. Numbers never change meaning once
+/// released; new codes are appended inside their module's block.
+///   1-99 support and I/O, 100-199 zip, 200-299 pickle, 300-399 torch,
+///   400-499 remap, 500-599 cli.
+enum class ErrorCode : std::uint16_t {
+  // support / I/O
+  kIoOpen = 1,         ///< the file could not be opened or stat'ed
+  kIoRead = 2,         ///< reading the file failed
+  kIoWrite = 3,        ///< writing a file failed
+  kInvalidArgument = 4,///< an API argument is out of its documented range
+
+  // zip
+  kZipNotZip = 100,             ///< no end-of-central-directory record: truncated or not a zip
+  kZipTruncated = 101,          ///< a structure runs past the end of the file
+  kZipBadSignature = 102,       ///< a header does not start with its APPNOTE signature
+  kZipOffsetOutOfRange = 103,   ///< an offset or size points outside the file
+  kZipOverlappingRecords = 104, ///< two records (or a record and the directory) share bytes
+  kZipNameMismatch = 105,       ///< local and central headers disagree on a record's name
+  kZipDuplicateName = 106,      ///< two records have the same name
+  kZipUnsupportedCompression = 107, ///< compression method other than stored or deflate
+  kZipEncrypted = 108,          ///< an entry is encrypted
+  kZipTooManyEntries = 109,     ///< entry count above Limits::zip_max_entries or impossible for the directory size
+  kZipBadZip64 = 110,           ///< a ZIP64 record or extra field is missing or malformed
+  kZipInflate = 111,            ///< zlib failed to inflate a deflated record
+  kZipRecordNotFound = 112,     ///< no record of that name
+  kZipNoPrefix = 113,           ///< an entry is not under the archive's top-level folder
+  kZipEmpty = 114,              ///< the archive holds no records
+  kZipMultiDisk = 115,          ///< split/spanned archives are not supported
+  kZipSizeMismatch = 116,       ///< inflated size differs from the declared size
+  kZipRecordTooLarge = 117,     ///< an inflated record exceeds Limits::zip_max_inflated_bytes
+  kZipBadCentralDirectory = 118,///< the central directory is malformed
+
+  // pickle (codes 200-299 are owned by src/pickle)
+  kPickleTruncated = 200,       ///< the stream ends inside an opcode or before STOP
+  kPickleUnknownOpcode = 201,   ///< a byte that is no pickle opcode
+  kPickleStackUnderflow = 202,  ///< an opcode needs more stack items than there are
+  kPickleMarkNotFound = 203,    ///< an opcode needs a MARK and there is none
+  kPickleMemoMissing = 204,     ///< GET of a memo index that was never PUT
+  kPickleBadArgument = 205,     ///< an opcode argument is malformed (text int, escape, UTF-8)
+  kPickleTypeError = 206,       ///< an opcode is applied to a value of the wrong kind
+  kPickleUnsupportedOpcode = 207, ///< an opcode that needs Python (EXT*, out-of-band buffers)
+  kPickleTrailingData = 208,    ///< bytes after STOP where none are allowed
+  kPickleLimitStackDepth = 210, ///< Limits::pickle_max_stack_depth exceeded
+  kPickleLimitNesting = 211,    ///< Limits::pickle_max_nesting_depth exceeded
+  kPickleLimitMemo = 212,       ///< Limits::pickle_max_memo_entries exceeded
+  kPickleLimitStringBytes = 213,///< Limits::pickle_max_string_bytes exceeded
+  kPickleLimitContainerItems = 214, ///< Limits::pickle_max_container_items exceeded
+  kPickleLimitTotalBytes = 215, ///< Limits::pickle_max_total_bytes exceeded
+  kPicklePersistentId = 216,    ///< the persistent-id callback rejected an id or none was given
+};
+
+/// Pipeline stage in which an error was raised.
+enum class Stage : std::uint8_t { kIo, kZip, kPickle, kTorch, kRemap, kCli };
+
+/// Short lower-case name of a stage ("zip", "pickle", ...).
+std::string_view stage_name(Stage stage);
+
+/// The symbolic name of a code ("kZipTruncated"); "unknown" for others.
+std::string_view error_code_name(ErrorCode code);
+
+/// The exception thrown by every maploc function on bad input or failure.
+/// what() is the full, actionable message: "<stage>: <message>" followed by
+/// " at offset 0x.. in '<item>'" when those are known.
+class Error : public std::runtime_error {
+ public:
+  /// offset: byte offset in the file or stream where the problem applies.
+  /// item: what was being read (record name, opcode, tensor name, file path).
+  Error(ErrorCode code, Stage stage, std::string message,
+        std::optional<std::uint64_t> offset = std::nullopt, std::string item = {});
+
+  ErrorCode code() const noexcept { return code_; }
+  Stage stage() const noexcept { return stage_; }
+  std::optional<std::uint64_t> offset() const noexcept { return offset_; }
+  const std::string& item() const noexcept { return item_; }
+  /// The message without stage, offset and item decorations.
+  const std::string& message() const noexcept { return message_; }
+
+ private:
+  ErrorCode code_;
+  Stage stage_;
+  std::optional<std::uint64_t> offset_;
+  std::string item_;
+  std::string message_;
+};
+
+}  // namespace maploc

@@ -1,0 +1,35 @@
+// limits.h - every resource limit maploc enforces on untrusted input, in one place.
+#pragma once
+
+#include <cstdint>
+
+namespace maploc {
+
+/// Limits checked before any allocation whose size comes from a file. Each
+/// error raised for a limit names the field to raise. Defaults are generous
+/// for real checkpoints (a 100 GB LLM shard, a 1M-tensor state_dict).
+struct Limits {
+  // zip
+  /// Most central-directory entries an archive may declare.
+  std::uint64_t zip_max_entries = 1u << 22;
+  /// Largest record that may be inflated into memory (deflated records only).
+  std::uint64_t zip_max_inflated_bytes = std::uint64_t{1} << 32;
+  /// Largest inflated/compressed ratio accepted for a deflated record.
+  std::uint64_t zip_max_compression_ratio = 1024;
+
+  // pickle
+  /// Most values on the pickle stack (all mark frames together).
+  std::uint64_t pickle_max_stack_depth = 1u << 20;
+  /// Deepest nesting of containers/objects the value tree may have.
+  std::uint64_t pickle_max_nesting_depth = 1000;
+  /// Most memo entries.
+  std::uint64_t pickle_max_memo_entries = 1u << 24;
+  /// Longest single str/bytes value.
+  std::uint64_t pickle_max_string_bytes = std::uint64_t{1} << 31;
+  /// Most items in a single list/tuple/dict/set.
+  std::uint64_t pickle_max_container_items = 1u << 26;
+  /// Total bytes the machine may allocate for values while reading one stream.
+  std::uint64_t pickle_max_total_bytes = std::uint64_t{1} << 32;
+};
+
+}  // namespace maploc

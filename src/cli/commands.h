@@ -1,0 +1,29 @@
+// commands.h - the subcommands of the maploc CLI and their shared plumbing (internal).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace maploc::cli {
+
+/// Process exit codes, documented in `maploc --help`.
+enum Exit : int {
+  kExitOk = 0,
+  kExitUsage = 2,       ///< bad command line
+  kExitBadFile = 3,     ///< the file is unreadable, malformed or not a checkpoint
+  kExitMapping = 4,     ///< a storage cannot be mapped to a device
+  kExitDevice = 5,      ///< device allocation or copy failed
+};
+
+/// Parsed command line of one subcommand: positional arguments and --flags.
+struct Args {
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> options;  ///< --name=value or --name value
+  bool has(const std::string& name) const;
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+};
+
+/// `maploc ls FILE [--json]`: what is in a checkpoint.
+int cmd_ls(const Args& args);
+
+}  // namespace maploc::cli

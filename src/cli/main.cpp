@@ -1,0 +1,92 @@
+// main.cpp - the maploc command-line tool: argument dispatch and error reporting.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+#include "maploc/error.h"
+
+namespace maploc::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: maploc <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  ls FILE [--json]     list the records of a checkpoint archive\n"
+    "\n"
+    "exit codes: 0 ok, 2 usage, 3 bad or unreadable file, 4 mapping error, 5 device error\n";
+
+// Flags that never take a value; every other --flag may be followed by one.
+bool is_switch(const std::string& name) { return name == "json" || name == "help" || name == "quiet"; }
+
+Args parse(int argc, char** argv, int first) {
+  Args args;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || a.size() == 2) {
+      args.positional.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    } else if (!is_switch(name) && i + 1 < argc) {
+      value = argv[++i];
+    }
+    args.options.emplace_back(name, value);
+  }
+  return args;
+}
+
+int exit_code_for(const Error& e) {
+  switch (e.stage()) {
+    case Stage::kRemap: return kExitMapping;
+    case Stage::kCli: return kExitUsage;
+    default: return kExitBadFile;
+  }
+}
+
+}  // namespace
+
+bool Args::has(const std::string& name) const {
+  for (const auto& [k, v] : options) {
+    if (k == name) return true;
+  }
+  return false;
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  for (const auto& [k, v] : options) {
+    if (k == name) return v;
+  }
+  return fallback;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? kExitUsage : kExitOk;
+  }
+  const std::string command = argv[1];
+  if (command == "--version") {
+    std::printf("maploc %s\n", MAPLOC_VERSION);
+    return kExitOk;
+  }
+  const Args args = parse(argc, argv, 2);
+  try {
+    if (command == "ls") return cmd_ls(args);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "maploc %s: error [%s]: %s\n", command.c_str(),
+                 std::string(error_code_name(e.code())).c_str(), e.what());
+    return exit_code_for(e);
+  }
+  std::fprintf(stderr, "maploc: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return kExitUsage;
+}
+
+}  // namespace maploc::cli
+
+int main(int argc, char** argv) { return maploc::cli::run(argc, argv); }

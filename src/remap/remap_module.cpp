@@ -1,0 +1,1 @@
+// remap_module.cpp - placeholder translation unit.

@@ -1,0 +1,92 @@
+// mapped_file.cpp - read-only mmap of a whole file, with a read() fallback.
+#include "maploc/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "maploc/error.h"
+
+namespace maploc {
+namespace {
+
+// Closes the descriptor on every path out of open().
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Owns a mapping; shared by every Bytes view taken from it.
+struct Mapping {
+  void* addr = nullptr;
+  std::size_t size = 0;
+  ~Mapping() {
+    if (addr != nullptr) ::munmap(addr, size);
+  }
+};
+
+[[noreturn]] void fail_open(const std::string& path, const char* what, int err) {
+  throw Error(ErrorCode::kIoOpen, Stage::kIo,
+              std::string(what) + ": " + std::strerror(err) + " (check the path and permissions)",
+              std::nullopt, path);
+}
+
+// Reads the whole descriptor when it cannot be mapped (pipes, special files).
+std::vector<std::uint8_t> read_all(int fd, const std::string& path) {
+  std::vector<std::uint8_t> out;
+  std::uint8_t chunk[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n == 0) return out;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorCode::kIoRead, Stage::kIo, std::string("read failed: ") + std::strerror(errno),
+                  out.size(), path);
+    }
+    out.insert(out.end(), chunk, chunk + n);
+  }
+}
+
+}  // namespace
+
+MappedFile MappedFile::open(const std::filesystem::path& path) {
+  MappedFile out;
+  out.path = path.string();
+  Fd fd{::open(out.path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) fail_open(out.path, "cannot open file", errno);
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) fail_open(out.path, "cannot stat file", errno);
+  if (S_ISDIR(st.st_mode)) fail_open(out.path, "is a directory", EISDIR);
+
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    auto size = static_cast<std::size_t>(st.st_size);
+    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+    if (addr != MAP_FAILED) {
+      auto mapping = std::make_shared<Mapping>();
+      mapping->addr = addr;
+      mapping->size = size;
+      out.bytes = Bytes(std::move(mapping), static_cast<const std::uint8_t*>(addr), size);
+      out.residency = Residency::kMapped;
+      return out;
+    }
+  }
+  out.bytes = Bytes::owned(read_all(fd.fd, out.path));
+  out.residency = Residency::kRead;
+  return out;
+}
+
+MappedFile MappedFile::from_bytes(Bytes bytes, std::string name) {
+  MappedFile out;
+  out.path = std::move(name);
+  out.bytes = std::move(bytes);
+  out.residency = Residency::kBuffer;
+  return out;
+}
+
+}  // namespace maploc

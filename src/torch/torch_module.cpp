@@ -1,0 +1,1 @@
+// torch_module.cpp - placeholder translation unit.

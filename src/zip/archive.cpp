@@ -1,0 +1,94 @@
+// archive.cpp - maploc::zip::Archive: open, look up and read records.
+#include "maploc/zip/archive.h"
+
+#include "directory.h"
+#include "inflate.h"
+#include "maploc/error.h"
+
+namespace maploc::zip {
+
+std::uint64_t Record::alignment() const {
+  std::uint64_t a = 1;
+  while (a < 4096 && data_offset % (a * 2) == 0) a *= 2;
+  return a;
+}
+
+// Builds an Archive from a parsed directory; the only writer of its fields.
+class DirectoryParser {
+ public:
+  static Archive build(MappedFile file, const Limits& limits) {
+    Archive a;
+    a.file_ = std::move(file);
+    a.limits_ = limits;
+    const DirectoryEnd end = find_directory_end(a.file_.bytes, a.file_.path, limits);
+    a.base_ = end.base;
+    a.records_ = read_central_directory(a.file_.bytes, a.file_.path, end);
+    a.index_.reserve(a.records_.size());
+    for (std::uint32_t i = 0; i < a.records_.size(); ++i) {
+      auto [it, fresh] = a.index_.emplace(a.records_[i].name, i);
+      if (!fresh) {
+        throw Error(ErrorCode::kZipDuplicateName, Stage::kZip,
+                    "two records are named '" + a.records_[i].name +
+                        "' (entries #" + std::to_string(it->second) + " and #" + std::to_string(i) +
+                        "); refusing an ambiguous archive",
+                    a.records_[i].header_offset, a.file_.path);
+      }
+    }
+    // PyTorchStreamReader: the prefix is everything before the first '/' of entry 0.
+    const std::string& first = a.records_.front().name;
+    const auto slash = first.find('/');
+    if (slash != std::string::npos) a.prefix_ = first.substr(0, slash);
+    return a;
+  }
+};
+
+Archive Archive::open(const std::filesystem::path& path, const Limits& limits) {
+  return DirectoryParser::build(MappedFile::open(path), limits);
+}
+
+Archive Archive::from_file(MappedFile file, const Limits& limits) {
+  return DirectoryParser::build(std::move(file), limits);
+}
+
+void Archive::require_prefix() const {
+  const std::string want = prefix_ + "/";
+  for (const Record& r : records_) {
+    if (prefix_.empty() || r.name.compare(0, want.size(), want) != 0) {
+      throw Error(ErrorCode::kZipNoPrefix, Stage::kZip,
+                  "record '" + r.name + "' is not inside the archive's top-level folder" +
+                      (prefix_.empty() ? std::string() : " '" + prefix_ + "/'") +
+                      "; a torch archive keeps every record under one folder",
+                  r.header_offset, file_.path);
+    }
+  }
+}
+
+const Record* Archive::find(std::string_view full_name) const {
+  auto it = index_.find(full_name);
+  return it == index_.end() ? nullptr : &records_[it->second];
+}
+
+const Record* Archive::find_in_prefix(std::string_view name) const {
+  std::string full;
+  full.reserve(prefix_.size() + 1 + name.size());
+  if (!prefix_.empty()) full.append(prefix_).append("/");
+  full.append(name);
+  return find(full);
+}
+
+const Record& Archive::at(std::string_view name) const {
+  if (const Record* r = find_in_prefix(name)) return *r;
+  throw Error(ErrorCode::kZipRecordNotFound, Stage::kZip,
+              "no record '" + (prefix_.empty() ? std::string() : prefix_ + "/") + std::string(name) +
+                  "' in the archive (" + std::to_string(records_.size()) + " records)",
+              std::nullopt, file_.path);
+}
+
+Bytes Archive::read(const Record& record) const {
+  Bytes raw = file_.bytes.slice(static_cast<std::size_t>(record.data_offset),
+                                static_cast<std::size_t>(record.compressed_size));
+  if (record.method == kMethodStored) return raw;
+  return inflate_record(raw, record, limits_, file_.path);
+}
+
+}  // namespace maploc::zip

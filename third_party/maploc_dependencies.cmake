@@ -1,0 +1,27 @@
+# maploc_dependencies.cmake - finds every outside dependency; see third_party/README.md.
+find_package(ZLIB 1.2.11 REQUIRED)   # zlib1g-dev: inflate for deflated zip records
+
+if(MAPLOC_BUILD_CLI OR MAPLOC_BUILD_TESTS)
+  # nlohmann-json3-dev (3.11): JSON output of the CLI and golden files in tests only.
+  find_package(nlohmann_json 3.10 REQUIRED)
+endif()
+
+if(MAPLOC_BUILD_TESTS)
+  # catch2 (Debian ships 2.13): Catch2::Catch2 and catch_discover_tests.
+  find_package(Catch2 2.13 REQUIRED)
+  include(Catch)
+endif()
+
+set(MAPLOC_HAVE_CUDA OFF)
+if(NOT MAPLOC_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(MAPLOC_HAVE_CUDA ON)
+  elseif(MAPLOC_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "MAPLOC_CUDA=ON but no CUDA compiler was found (install the CUDA toolkit or set MAPLOC_CUDA=OFF)")
+  endif()
+endif()
+message(STATUS "maploc: CUDA backend ${MAPLOC_HAVE_CUDA}")
