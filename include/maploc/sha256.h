@@ -16,6 +16,8 @@ class Sha256 {
   void update(std::span<const std::uint8_t> data);
   /// Finishes and returns the 32-byte digest; the object must not be updated after.
   std::array<std::uint8_t, 32> finish();
+  /// finish() as 64 lower-case hex digits.
+  std::string finish_hex();
   /// Lower-case hex of the digest of data.
   static std::string hex(std::span<const std::uint8_t> data);
 

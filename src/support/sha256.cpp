@@ -84,7 +84,11 @@ std::array<std::uint8_t, 32> Sha256::finish() {
 std::string Sha256::hex(std::span<const std::uint8_t> data) {
   Sha256 s;
   s.update(data);
-  auto digest = s.finish();
+  return s.finish_hex();
+}
+
+std::string Sha256::finish_hex() {
+  const auto digest = finish();
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(64);
