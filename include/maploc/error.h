@@ -58,6 +58,27 @@ enum class ErrorCode : std::uint16_t {
   kPickleLimitContainerItems = 214, ///< Limits::pickle_max_container_items exceeded
   kPickleLimitTotalBytes = 215, ///< Limits::pickle_max_total_bytes exceeded
   kPicklePersistentId = 216,    ///< the persistent-id callback rejected an id or none was given
+
+  // torch (codes 300-399 are owned by src/torch)
+  kTorchNotCheckpoint = 300,    ///< the content is not a torch checkpoint (the message says what it looks like)
+  kTorchPreviewFormat = 301,    ///< a "PYTORCH1" archive from the preview release
+  kTorchUnsupportedFormat = 302,///< a torch format maploc does not read (mobile flatbuffer, model.json TorchScript)
+  kTorchBadLegacy = 303,        ///< the legacy stream's magic, protocol version, key list or storage counts are wrong
+  kTorchBadTar = 304,           ///< the 0.1.x tar format is malformed
+  kTorchBadPersistentId = 305,  ///< a persistent id that is not a well-formed ('storage', ...) tuple
+  kTorchUnknownDType = 306,     ///< a storage type or dtype that does not exist
+  kTorchStorageMissing = 307,   ///< a storage's record or data is absent
+  kTorchRecordSize = 308,       ///< a storage's bytes differ from numel x element size
+  kTorchBadTensor = 309,        ///< rebuild arguments of the wrong shape or kind (negative stride, rank too high, ...)
+  kTorchTensorOutOfBounds = 310,///< a tensor's elements reach past the end of its storage
+  kTorchStorageConflict = 311,  ///< one storage key referenced with incompatible sizes
+
+  // remap (codes 400-499 are owned by src/remap)
+  kRemapCudaUnavailable = 400,  ///< a storage must go to CUDA but no CUDA device is usable
+  kRemapNoSuchDevice = 401,     ///< a CUDA device index beyond the devices present
+  kRemapUnknownTag = 402,       ///< a location tag maploc cannot place (mps, xpu:0, ...) and no rule maps it
+  kRemapBadSpec = 403,          ///< a map-location SPEC or rule target that does not parse
+  kRemapConflictingRules = 404, ///< two name rules claim one storage for different devices
 };
 
 /// Pipeline stage in which an error was raised.

@@ -26,4 +26,7 @@ struct Args {
 /// `maploc ls FILE [--json]`: what is in a checkpoint.
 int cmd_ls(const Args& args);
 
+/// `maploc dis FILE [--record NAME]`: pickletools-style disassembly.
+int cmd_dis(const Args& args);
+
 }  // namespace maploc::cli

@@ -15,6 +15,9 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  ls FILE [--json]     list the records of a checkpoint archive\n"
+    "  dis FILE [--record NAME]\n"
+    "                       disassemble a checkpoint's pickle (data.pkl, any record, the\n"
+    "                       legacy format's five pickles, or a bare pickle file)\n"
     "\n"
     "exit codes: 0 ok, 2 usage, 3 bad or unreadable file, 4 mapping error, 5 device error\n";
 
@@ -78,6 +81,7 @@ int run(int argc, char** argv) {
   const Args args = parse(argc, argv, 2);
   try {
     if (command == "ls") return cmd_ls(args);
+    if (command == "dis") return cmd_dis(args);
   } catch (const Error& e) {
     std::fprintf(stderr, "maploc %s: error [%s]: %s\n", command.c_str(),
                  std::string(error_code_name(e.code())).c_str(), e.what());

@@ -71,6 +71,23 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kPickleLimitContainerItems, "kPickleLimitContainerItems"},
     {ErrorCode::kPickleLimitTotalBytes, "kPickleLimitTotalBytes"},
     {ErrorCode::kPicklePersistentId, "kPicklePersistentId"},
+    {ErrorCode::kTorchNotCheckpoint, "kTorchNotCheckpoint"},
+    {ErrorCode::kTorchPreviewFormat, "kTorchPreviewFormat"},
+    {ErrorCode::kTorchUnsupportedFormat, "kTorchUnsupportedFormat"},
+    {ErrorCode::kTorchBadLegacy, "kTorchBadLegacy"},
+    {ErrorCode::kTorchBadTar, "kTorchBadTar"},
+    {ErrorCode::kTorchBadPersistentId, "kTorchBadPersistentId"},
+    {ErrorCode::kTorchUnknownDType, "kTorchUnknownDType"},
+    {ErrorCode::kTorchStorageMissing, "kTorchStorageMissing"},
+    {ErrorCode::kTorchRecordSize, "kTorchRecordSize"},
+    {ErrorCode::kTorchBadTensor, "kTorchBadTensor"},
+    {ErrorCode::kTorchTensorOutOfBounds, "kTorchTensorOutOfBounds"},
+    {ErrorCode::kTorchStorageConflict, "kTorchStorageConflict"},
+    {ErrorCode::kRemapCudaUnavailable, "kRemapCudaUnavailable"},
+    {ErrorCode::kRemapNoSuchDevice, "kRemapNoSuchDevice"},
+    {ErrorCode::kRemapUnknownTag, "kRemapUnknownTag"},
+    {ErrorCode::kRemapBadSpec, "kRemapBadSpec"},
+    {ErrorCode::kRemapConflictingRules, "kRemapConflictingRules"},
 };
 
 }  // namespace

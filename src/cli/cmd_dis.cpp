@@ -1,0 +1,74 @@
+// cmd_dis.cpp - `maploc dis`: pickletools-style disassembly of a checkpoint's pickles.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "maploc/error.h"
+#include "maploc/mapped_file.h"
+#include "maploc/pickle/disassemble.h"
+#include "maploc/sniff.h"
+#include "maploc/zip/archive.h"
+
+namespace maploc::cli {
+namespace {
+
+// pytorch-format.md §2.1: magic, protocol version, sys_info, the object, the storage keys.
+constexpr int kLegacyPickles = 5;
+
+// A zip archive: one record, data.pkl unless --record names another
+// (relative to the archive's prefix, or the full name).
+void dis_zip(const MappedFile& file, const std::string& record_name) {
+  auto archive = zip::Archive::from_file(file);
+  const zip::Record* record = archive.find(record_name);
+  if (record == nullptr) record = &archive.at(record_name);
+  const Bytes bytes = archive.read(*record);
+  pickle::DisOptions options;
+  options.stream_name = record->name;
+  pickle::disassemble(bytes.span(), std::cout, options);
+}
+
+// A legacy stream: its five pickles back to back, each introduced by a comment line.
+void dis_legacy(const MappedFile& file) {
+  pickle::DisOptions options;
+  options.stream_name = file.path;
+  for (int i = 1; i <= kLegacyPickles; ++i) {
+    std::cout << "# pickle " << i << " of " << kLegacyPickles << " at offset " << options.start_offset << "\n";
+    options.start_offset = pickle::disassemble(file.bytes.span(), std::cout, options);
+  }
+}
+
+}  // namespace
+
+int cmd_dis(const Args& args) {
+  if (args.positional.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc dis FILE [--record NAME]");
+  }
+  const MappedFile file = MappedFile::open(args.positional[0]);
+  const auto kind = sniff_content(file.bytes.span().subspan(0, std::min<std::size_t>(file.bytes.size(), 512)));
+  const bool has_record = args.has("record");
+  if (kind == ContentKind::kZip) {
+    dis_zip(file, has_record ? args.get("record") : "data.pkl");
+    return kExitOk;
+  }
+  if (has_record) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                "--record applies to zip archives only; this file is " + describe_content(kind), std::nullopt,
+                file.path);
+  }
+  if (kind == ContentKind::kTorchLegacy) {
+    dis_legacy(file);
+    return kExitOk;
+  }
+  if (kind == ContentKind::kPickle || kind == ContentKind::kUnknown) {
+    pickle::DisOptions options;
+    options.stream_name = file.path;
+    pickle::disassemble(file.bytes.span(), std::cout, options);
+    return kExitOk;
+  }
+  throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+              "cannot disassemble " + describe_content(kind) + ": maploc dis reads zip checkpoints, legacy torch "
+              "files and bare pickles",
+              std::nullopt, file.path);
+}
+
+}  // namespace maploc::cli

@@ -1,1 +1,0 @@
-// remap_module.cpp - placeholder translation unit.
