@@ -1,0 +1,268 @@
+// disassemble.cpp - pickletools.dis, byte for byte, driven by the shared opcode table.
+#include "maploc/pickle/disassemble.h"
+
+#include <algorithm>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <unordered_set>
+#include <vector>
+
+#include "reader.h"
+#include "repr.h"
+#include "text.h"
+
+namespace maploc::pickle {
+
+namespace {
+
+using detail::ByteSpan;
+using detail::ByteVec;
+
+std::string_view view_of(ByteSpan s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
+
+/// The argument column: Python's repr() of what pickletools' reader returns.
+class ArgFormatter {
+ public:
+  explicit ArgFormatter(detail::Reader& in) : in_(in) {}
+
+  /// Also returns the integer value for memo bookkeeping (GET/PUT family).
+  std::string format(ArgKind kind, const detail::RawArg& a, std::optional<std::int64_t>& as_int) {
+    std::string out;
+    switch (kind) {
+      case ArgKind::kNone: break;
+      case ArgKind::kUint1:
+      case ArgKind::kUint2:
+      case ArgKind::kUint4:
+      case ArgKind::kUint8:
+        out = std::to_string(a.u);
+        if (a.u <= static_cast<std::uint64_t>(INT64_MAX)) as_int = static_cast<std::int64_t>(a.u);
+        break;
+      case ArgKind::kInt4:
+        out = std::to_string(a.i);
+        as_int = a.i;
+        break;
+      case ArgKind::kDecimalnlShort:
+        if (view_of(a.data) == "00" || view_of(a.data) == "01") {
+          as_int = view_of(a.data) == "01" ? 1 : 0;
+          out = *as_int ? "True" : "False";
+          break;
+        }
+        out = decimal(view_of(a.data), as_int);
+        break;
+      case ArgKind::kDecimalnlLong: {
+        std::string_view t = view_of(a.data);
+        if (!t.empty() && t.back() == 'L') t.remove_suffix(1);
+        out = decimal(t, as_int);
+        break;
+      }
+      case ArgKind::kLong1:
+      case ArgKind::kLong4: out = detail::twos_to_decimal(a.data); break;
+      case ArgKind::kStringnl: {
+        ByteSpan d = a.data;
+        if (!d.empty() && (d.front() == '"' || d.front() == '\'')) {
+          if (d.back() != d.front())
+            in_.fail(ErrorCode::kPickleBadArgument, "string quote not found at both ends");
+          d = d.size() >= 2 ? d.subspan(1, d.size() - 2) : ByteSpan{};
+        } else {
+          in_.fail(ErrorCode::kPickleBadArgument, "no string quotes around the argument");
+        }
+        detail::repr_str(ascii_unescaped(d), out);
+        break;
+      }
+      case ArgKind::kStringnlNoescape: detail::repr_str(ascii_unescaped(a.data), out); break;
+      case ArgKind::kStringnlNoescapePair: {
+        ByteVec both = ascii_unescaped(a.data);
+        both.push_back(' ');
+        const ByteVec second = ascii_unescaped(a.data2);
+        both.insert(both.end(), second.begin(), second.end());
+        detail::repr_str(both, out);
+        break;
+      }
+      case ArgKind::kString1:
+      case ArgKind::kString4: {
+        ByteVec utf8;
+        detail::latin1_to_utf8(a.data, utf8);
+        detail::repr_str(utf8, out);
+        break;
+      }
+      case ArgKind::kBytes1:
+      case ArgKind::kBytes4:
+      case ArgKind::kBytes8: detail::repr_bytes(a.data, out); break;
+      case ArgKind::kBytearray8:
+        out = "bytearray(";
+        detail::repr_bytes(a.data, out);
+        out.push_back(')');
+        break;
+      case ArgKind::kUnicodestringnl: {
+        ByteVec utf8;
+        if (const char* err = detail::raw_unicode_escape_decode(a.data, utf8))
+          in_.fail(ErrorCode::kPickleBadArgument, err);
+        detail::repr_str(utf8, out);
+        break;
+      }
+      case ArgKind::kUnicodestring1:
+      case ArgKind::kUnicodestring4:
+      case ArgKind::kUnicodestring8:
+        if (!detail::valid_utf8_surrogatepass(a.data))
+          in_.fail(ErrorCode::kPickleBadArgument, "text is not valid UTF-8");
+        detail::repr_str(a.data, out);
+        break;
+      case ArgKind::kFloatnl: {
+        double f = 0;
+        if (const char* err = detail::parse_float(view_of(a.data), f))
+          in_.fail(ErrorCode::kPickleBadArgument, err);
+        detail::repr_float(f, out);
+        break;
+      }
+      case ArgKind::kFloat8: detail::repr_float(a.f, out); break;
+    }
+    return out;
+  }
+
+ private:
+  std::string decimal(std::string_view text, std::optional<std::int64_t>& as_int) {
+    detail::ParsedInt p;
+    if (const char* err = detail::parse_decimal(text, p)) in_.fail(ErrorCode::kPickleBadArgument, err);
+    if (p.fits) {
+      as_int = p.small;
+      return std::to_string(p.small);
+    }
+    return detail::twos_to_decimal(p.big);
+  }
+
+  // pickletools decodes these with escape_decode(...).decode("ascii").
+  ByteVec ascii_unescaped(ByteSpan d) {
+    ByteVec out;
+    if (const char* err = detail::escape_decode(d, out)) in_.fail(ErrorCode::kPickleBadArgument, err);
+    if (!detail::is_ascii(out)) in_.fail(ErrorCode::kPickleBadArgument, "text argument is not ASCII");
+    return out;
+  }
+
+  detail::Reader& in_;
+};
+
+void opcode_column(Op code, std::string& line) {
+  const auto byte = static_cast<std::uint8_t>(code);
+  std::string c;
+  if (byte >= 0x20 && byte < 0x7F) {
+    c.push_back(static_cast<char>(byte));
+  } else {
+    static constexpr char kHex[] = "0123456789abcdef";
+    c = "\\x";
+    c.push_back(kHex[byte >> 4]);
+    c.push_back(kHex[byte & 0xF]);
+  }
+  line += c;
+  if (c.size() < 4) line.append(4 - c.size(), ' ');
+}
+
+}  // namespace
+
+std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& out,
+                          const DisOptions& options) {
+  if (options.start_offset > stream.size())
+    throw Error(ErrorCode::kInvalidArgument, Stage::kPickle, "start offset is past the end",
+                options.start_offset, options.stream_name);
+  const Limits limits{};
+  detail::Reader in(stream, options.start_offset, limits, options.stream_name);
+  in.set_check_frames(false);  // pickletools reads FRAME's argument and nothing more
+  ArgFormatter fmt(in);
+
+  // pickletools' crude stack emulation: only where the MARKs are matters.
+  std::vector<bool> stack;  // true = markobject
+  std::vector<std::uint64_t> markstack;
+  std::unordered_set<std::int64_t> memo;
+  int maxproto = -1;
+  const std::string indent(options.indent, ' ');
+
+  for (;;) {
+    const OpcodeInfo& info = in.next_opcode();
+    const std::uint64_t pos = in.op_offset();
+    const detail::RawArg raw = in.read_arg(info.arg);
+    std::optional<std::int64_t> as_int;
+    const std::string arg = fmt.format(info.arg, raw, as_int);
+
+    std::string line = std::to_string(pos);
+    if (line.size() < 5) line.insert(0, 5 - line.size(), ' ');
+    line += ": ";
+    opcode_column(info.code, line);
+    line.push_back(' ');
+    for (std::size_t k = 0; k < markstack.size(); ++k) line += indent;
+    line += info.name;
+    maxproto = std::max(maxproto, static_cast<int>(info.proto));
+
+    std::size_t numtopop = info.stack_before;
+    std::string markmsg;
+    std::optional<std::pair<ErrorCode, std::string>> error;
+    const bool pop_takes_mark = info.code == Op::POP && !stack.empty() && stack.back();
+    if (info.mark_at >= 0 || pop_takes_mark) {
+      if (!markstack.empty()) {
+        markmsg = "(MARK at " + std::to_string(markstack.back()) + ")";
+        markstack.pop_back();
+        while (!stack.empty() && !stack.back()) stack.pop_back();
+        if (!stack.empty()) stack.pop_back();
+        numtopop = info.mark_at >= 0 ? static_cast<std::size_t>(info.mark_at) : 0;
+      } else {
+        markmsg = "no MARK exists on stack";
+        error.emplace(ErrorCode::kPickleMarkNotFound, markmsg);
+      }
+    }
+
+    const bool put = info.code == Op::PUT || info.code == Op::BINPUT ||
+                     info.code == Op::LONG_BINPUT || info.code == Op::MEMOIZE;
+    const bool get = info.code == Op::GET || info.code == Op::BINGET || info.code == Op::LONG_BINGET;
+    if (put) {
+      std::int64_t idx = as_int.value_or(-1);
+      if (info.code == Op::MEMOIZE) {
+        idx = static_cast<std::int64_t>(memo.size());
+        markmsg = "(as " + std::to_string(idx) + ")";
+      }
+      if (memo.count(idx) != 0)
+        error.emplace(ErrorCode::kPickleBadArgument, "memo key " + arg + " already defined");
+      else if (stack.empty())
+        error.emplace(ErrorCode::kPickleStackUnderflow, "stack is empty -- can't store into memo");
+      else if (stack.back())
+        error.emplace(ErrorCode::kPickleBadArgument, "can't store markobject in the memo");
+      else
+        memo.insert(idx);
+    } else if (get) {
+      if (!as_int || memo.count(*as_int) == 0)
+        error.emplace(ErrorCode::kPickleMemoMissing, "memo key " + arg + " has never been stored into");
+    }
+
+    if (info.arg != ArgKind::kNone || !markmsg.empty()) {
+      if (info.name.size() < 10) line.append(10 - info.name.size(), ' ');
+      if (info.arg != ArgKind::kNone) line += " " + arg;
+      if (!markmsg.empty()) line += " " + markmsg;
+    }
+    line.push_back('\n');
+    out << line;
+    if (error) in.fail(error->first, error->second);
+
+    if (stack.size() < numtopop)
+      in.fail(ErrorCode::kPickleStackUnderflow,
+              "tries to pop " + std::to_string(numtopop) + " items from stack with only " +
+                  std::to_string(stack.size()) + " items");
+    stack.resize(stack.size() - numtopop);
+    if (info.pushes_mark) {
+      markstack.push_back(pos);
+      stack.push_back(true);
+    } else {
+      stack.insert(stack.end(), info.stack_after, false);
+    }
+    if (info.code == Op::STOP) break;
+  }
+  out << "highest protocol among opcodes = " << maxproto << '\n';
+  if (!stack.empty())
+    in.fail(ErrorCode::kPickleBadArgument, "stack not empty after STOP");
+  return in.pos();
+}
+
+std::string disassemble(std::span<const std::uint8_t> stream, const DisOptions& options) {
+  std::ostringstream out;
+  disassemble(stream, out, options);
+  return out.str();
+}
+
+}  // namespace maploc::pickle

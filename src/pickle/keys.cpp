@@ -1,0 +1,203 @@
+// keys.cpp - hashing and equality for dict keys and set elements, with a lazily built index.
+#include "keys.h"
+
+#include <cmath>
+#include <cstring>
+#include <string_view>
+
+namespace maploc::pickle::detail {
+
+namespace {
+
+constexpr std::size_t kLinearBelow = 8;  // small containers compare linearly
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+std::uint64_t hash_bytes(std::span<const std::uint8_t> s, std::uint64_t seed) noexcept {
+  std::uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a
+  for (auto c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Numbers that Python considers equal share one representation.
+bool small_number(const Value& v, std::int64_t& out) noexcept {
+  switch (v.kind()) {
+    case Kind::kBool: out = v.as_bool() ? 1 : 0; return true;
+    case Kind::kInt:
+      if (v.is_big_int()) return false;
+      out = v.as_int();
+      return true;
+    case Kind::kFloat: {
+      const double f = v.as_float();
+      if (std::trunc(f) != f || !(f >= -9.2233720368547758e18 && f < 9.2233720368547758e18))
+        return false;
+      out = static_cast<std::int64_t>(f);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+bool is_number(Kind k) noexcept { return k == Kind::kBool || k == Kind::kInt || k == Kind::kFloat; }
+
+}  // namespace
+
+bool key_hash(const Value& v, std::uint64_t& out) {
+  std::int64_t n = 0;
+  if (small_number(v, n)) {
+    out = mix(0x11, static_cast<std::uint64_t>(n));
+    return true;
+  }
+  switch (v.kind()) {
+    case Kind::kNone: out = 0x5; return true;
+    case Kind::kInt: out = hash_bytes(node_as<BlobNode>(v).data, 0x12); return true;
+    case Kind::kFloat: {
+      const double f = v.as_float();
+      std::uint64_t bits;
+      std::memcpy(&bits, &f, 8);
+      out = mix(0x13, bits);
+      return true;
+    }
+    case Kind::kStr: out = hash_bytes(node_as<BlobNode>(v).data, 0x21); return true;
+    case Kind::kBytes: out = hash_bytes(node_as<BlobNode>(v).data, 0x22); return true;
+    case Kind::kGlobal: {
+      const auto& g = node_as<GlobalNode>(v);
+      const std::string_view m = g.module, nm = g.name;
+      out = mix(hash_bytes({reinterpret_cast<const std::uint8_t*>(m.data()), m.size()}, 0x31),
+                hash_bytes({reinterpret_cast<const std::uint8_t*>(nm.data()), nm.size()}, 0x32));
+      return true;
+    }
+    case Kind::kTuple:
+    case Kind::kFrozenSet: {
+      // Tuples are immutable and their depth is bounded by the nesting
+      // limit, so this recursion is bounded too.
+      const bool ordered = v.kind() == Kind::kTuple;
+      std::uint64_t h = ordered ? 0x41 : 0x42;
+      std::uint64_t sum = 0;
+      for (const auto& e : node_as<SeqNode>(v).items) {
+        std::uint64_t eh;
+        if (!key_hash(e, eh)) return false;
+        if (ordered)
+          h = mix(h, eh);
+        else
+          sum += eh;
+      }
+      out = ordered ? h : mix(h, sum);
+      return true;
+    }
+    case Kind::kReduce:
+    case Kind::kObject:
+    case Kind::kPersistent:
+      out = mix(0x51, reinterpret_cast<std::uintptr_t>(v.identity()));
+      return true;
+    case Kind::kExternal: out = mix(0x52, v.external_handle()); return true;
+    default: return false;  // list, dict, set, bytearray: unhashable
+  }
+}
+
+bool keys_equal(const Value& a, const Value& b) {
+  if (is_number(a.kind()) && is_number(b.kind())) {
+    std::int64_t x = 0, y = 0;
+    const bool sx = small_number(a, x), sy = small_number(b, y);
+    if (sx && sy) return x == y;
+    if (sx || sy) return false;
+    if (a.kind() == Kind::kFloat && b.kind() == Kind::kFloat) return a.as_float() == b.as_float();
+    if (a.is_big_int() && b.is_big_int()) {
+      const auto da = node_as<BlobNode>(a).data, db = node_as<BlobNode>(b).data;
+      return da.size() == db.size() && std::memcmp(da.data(), db.data(), da.size()) == 0;
+    }
+    return false;
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Kind::kNone: return true;
+    case Kind::kStr:
+    case Kind::kBytes: {
+      const auto da = node_as<BlobNode>(a).data, db = node_as<BlobNode>(b).data;
+      return da.size() == db.size() && (da.empty() || std::memcmp(da.data(), db.data(), da.size()) == 0);
+    }
+    case Kind::kGlobal: {
+      const auto &ga = node_as<GlobalNode>(a), &gb = node_as<GlobalNode>(b);
+      return ga.module == gb.module && ga.name == gb.name;
+    }
+    case Kind::kTuple: {
+      const auto &ia = node_as<SeqNode>(a).items, &ib = node_as<SeqNode>(b).items;
+      if (ia.size() != ib.size()) return false;
+      for (std::size_t k = 0; k < ia.size(); ++k)
+        if (!keys_equal(ia[k], ib[k])) return false;
+      return true;
+    }
+    case Kind::kFrozenSet: {
+      const auto &ia = node_as<SeqNode>(a).items, &ib = node_as<SeqNode>(b).items;
+      if (ia.size() != ib.size()) return false;
+      for (const auto& x : ia) {
+        bool found = false;
+        for (const auto& y : ib)
+          if (keys_equal(x, y)) {
+            found = true;
+            break;
+          }
+        if (!found) return false;
+      }
+      return true;
+    }
+    case Kind::kExternal: return a.external_handle() == b.external_handle();
+    default: return a.same_node(b);
+  }
+}
+
+namespace {
+// Finds the position of an equal key, building the hash index once the
+// container is large enough; returns -1 when absent.
+template <typename KeyOf>
+std::int64_t lookup(std::unique_ptr<KeyIndex>& index, std::size_t size, KeyOf key_of,
+                    const Value& key, std::uint64_t h) {
+  if (size < kLinearBelow) {
+    for (std::size_t k = 0; k < size; ++k)
+      if (keys_equal(key_of(k), key)) return static_cast<std::int64_t>(k);
+    return -1;
+  }
+  if (!index) {
+    index = std::make_unique<KeyIndex>();
+    index->reserve(size * 2);
+    for (std::size_t k = 0; k < size; ++k) {
+      std::uint64_t kh = 0;
+      key_hash(key_of(k), kh);  // every stored key was hashable
+      index->emplace(kh, static_cast<std::uint32_t>(k));
+    }
+  }
+  auto [first, last] = index->equal_range(h);
+  for (auto it = first; it != last; ++it)
+    if (keys_equal(key_of(it->second), key)) return it->second;
+  return -1;
+}
+}  // namespace
+
+bool dict_set(DictNode& dict, const Value& key, const Value& value) {
+  std::uint64_t h = 0;
+  if (!key_hash(key, h)) return false;
+  auto key_of = [&](std::size_t k) -> const Value& { return dict.items[k].key; };
+  const std::int64_t at = lookup(dict.index, dict.items.size(), key_of, key, h);
+  if (at >= 0) {
+    dict.items[static_cast<std::size_t>(at)].value = value;
+    return true;
+  }
+  if (dict.index) dict.index->emplace(h, static_cast<std::uint32_t>(dict.items.size()));
+  dict.items.push_back({key, value});
+  return true;
+}
+
+bool set_add(SeqNode& set, const Value& element) {
+  std::uint64_t h = 0;
+  if (!key_hash(element, h)) return false;
+  auto key_of = [&](std::size_t k) -> const Value& { return set.items[k]; };
+  if (lookup(set.index, set.items.size(), key_of, element, h) >= 0) return true;
+  if (set.index) set.index->emplace(h, static_cast<std::uint32_t>(set.items.size()));
+  set.items.push_back(element);
+  return true;
+}
+
+}  // namespace maploc::pickle::detail

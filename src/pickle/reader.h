@@ -1,0 +1,189 @@
+// reader.h - bounds-checked reading of opcodes and their raw arguments (shared by machine and disassembler).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "maploc/error.h"
+#include "maploc/limits.h"
+#include "maploc/pickle/opcodes.h"
+
+namespace maploc::pickle::detail {
+
+/// An opcode's argument, decoded only as far as its ArgKind says; the
+/// text forms (decimal, float, escaped strings) are interpreted by callers.
+struct RawArg {
+  std::uint64_t u = 0;                 ///< uint1/2/4/8; length of counted payloads
+  std::int64_t i = 0;                  ///< int4
+  double f = 0;                        ///< float8
+  std::span<const std::uint8_t> data;  ///< counted payload, or the line of *nl kinds
+  std::span<const std::uint8_t> data2; ///< second line of stringnl_noescape_pair
+};
+
+/// A cursor over one stream. Every read is checked against the bytes that
+/// remain (subtraction form) and every declared length against
+/// Limits::pickle_max_string_bytes before anything is viewed or allocated.
+class Reader {
+ public:
+  Reader(std::span<const std::uint8_t> data, std::uint64_t start, const Limits& limits,
+         const std::string& item)
+      : data_(data), pos_(start), limits_(limits), item_(item) {}
+
+  bool at_end() const noexcept { return pos_ >= data_.size(); }
+  std::uint64_t pos() const noexcept { return pos_; }
+  std::uint64_t op_offset() const noexcept { return op_offset_; }
+  const OpcodeInfo* op() const noexcept { return op_; }
+
+  /// Reads the next opcode byte; kPickleTruncated at end, kPickleUnknownOpcode for a non-opcode.
+  const OpcodeInfo& next_opcode() {
+    op_offset_ = pos_;
+    op_ = nullptr;
+    const std::uint8_t byte = take(1)[0];
+    op_ = find_opcode(byte);
+    if (op_ == nullptr) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      std::string msg = "unknown opcode 0x";
+      msg.push_back(kHex[byte >> 4]);
+      msg.push_back(kHex[byte & 0xF]);
+      fail(ErrorCode::kPickleUnknownOpcode, msg);
+    }
+    return *op_;
+  }
+
+  RawArg read_arg(ArgKind kind) {
+    RawArg a;
+    switch (kind) {
+      case ArgKind::kNone: break;
+      case ArgKind::kUint1: a.u = le(1); break;
+      case ArgKind::kUint2: a.u = le(2); break;
+      case ArgKind::kUint4: a.u = le(4); break;
+      case ArgKind::kUint8: a.u = le(8); break;
+      case ArgKind::kInt4: a.i = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4))); break;
+      case ArgKind::kFloat8: {
+        std::uint64_t bits = 0;
+        for (auto b : take(8)) bits = (bits << 8) | b;  // big-endian
+        std::memcpy(&a.f, &bits, 8);
+        break;
+      }
+      case ArgKind::kLong1:
+      case ArgKind::kString1:
+      case ArgKind::kBytes1:
+      case ArgKind::kUnicodestring1: counted(a, le(1)); break;
+      case ArgKind::kBytes4:
+      case ArgKind::kUnicodestring4: counted(a, le(4)); break;
+      case ArgKind::kLong4:
+      case ArgKind::kString4: {
+        const auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)));
+        if (n < 0) fail(ErrorCode::kPickleBadArgument, "negative byte count " + std::to_string(n));
+        counted(a, static_cast<std::uint64_t>(n));
+        break;
+      }
+      case ArgKind::kBytes8:
+      case ArgKind::kBytearray8:
+      case ArgKind::kUnicodestring8: counted(a, le(8)); break;
+      case ArgKind::kDecimalnlShort:
+      case ArgKind::kDecimalnlLong:
+      case ArgKind::kStringnl:
+      case ArgKind::kStringnlNoescape:
+      case ArgKind::kUnicodestringnl:
+      case ArgKind::kFloatnl: a.data = line(); break;
+      case ArgKind::kStringnlNoescapePair:
+        a.data = line();
+        a.data2 = line();
+        break;
+    }
+    return a;
+  }
+
+  /// FRAME: the next `len` bytes form a frame; no opcode may straddle its end.
+  void enter_frame(std::uint64_t len) {
+    if (frame_end_ != 0 && pos_ < frame_end_)
+      fail(ErrorCode::kPickleBadArgument, "FRAME begins before the end of the current frame");
+    if (len > data_.size() - pos_)
+      fail(ErrorCode::kPickleTruncated, "FRAME of " + std::to_string(len) + " bytes but only " +
+                                            std::to_string(data_.size() - pos_) + " remain");
+    frame_end_ = pos_ + len;
+  }
+  void set_check_frames(bool on) noexcept { check_frames_ = on; }
+
+  [[noreturn]] void fail(ErrorCode code, const std::string& message) const {
+    std::string msg;
+    if (op_ != nullptr) {
+      msg.append(op_->name);
+      msg.append(": ");
+    }
+    msg.append(message);
+    throw Error(code, Stage::kPickle, std::move(msg), op_offset_, item_);
+  }
+
+  const Limits& limits() const noexcept { return limits_; }
+
+ private:
+  std::span<const std::uint8_t> take(std::uint64_t n) {
+    if (check_frames_ && frame_end_ != 0) {
+      if (pos_ >= frame_end_) {
+        frame_end_ = 0;  // frame consumed; reading continues outside it
+      } else if (n > frame_end_ - pos_) {
+        fail(ErrorCode::kPickleBadArgument, "opcode straddles the end of its FRAME");
+      }
+    }
+    if (pos_ > data_.size() || n > data_.size() - pos_) {
+      fail(ErrorCode::kPickleTruncated,
+           op_ == nullptr ? std::string("stream ends before STOP")
+                          : "needs " + std::to_string(n) + " bytes but only " +
+                                std::to_string(data_.size() - pos_) + " remain");
+    }
+    auto s = data_.subspan(pos_, n);
+    pos_ += n;
+    return s;
+  }
+
+  std::uint64_t le(int n) {
+    std::uint64_t v = 0;
+    auto s = take(static_cast<std::uint64_t>(n));
+    for (int k = n - 1; k >= 0; --k) v = (v << 8) | s[static_cast<std::size_t>(k)];
+    return v;
+  }
+
+  void counted(RawArg& a, std::uint64_t n) {
+    a.u = n;
+    if (n > limits_.pickle_max_string_bytes)
+      fail(ErrorCode::kPickleLimitStringBytes,
+           "length " + std::to_string(n) + " exceeds the string limit " +
+               std::to_string(limits_.pickle_max_string_bytes) +
+               " (raise Limits::pickle_max_string_bytes)");
+    a.data = take(n);
+  }
+
+  std::span<const std::uint8_t> line() {
+    const std::uint64_t avail = data_.size() - pos_;
+    const std::uint64_t scan = avail < limits_.pickle_max_string_bytes + 1
+                                   ? avail
+                                   : limits_.pickle_max_string_bytes + 1;
+    const void* nl = std::memchr(data_.data() + pos_, '\n', scan);
+    if (nl == nullptr) {
+      if (scan < avail)
+        fail(ErrorCode::kPickleLimitStringBytes,
+             "text argument longer than " + std::to_string(limits_.pickle_max_string_bytes) +
+                 " bytes (raise Limits::pickle_max_string_bytes)");
+      fail(ErrorCode::kPickleTruncated, "no newline ends the text argument");
+    }
+    const auto len = static_cast<std::uint64_t>(static_cast<const std::uint8_t*>(nl) -
+                                                (data_.data() + pos_));
+    auto s = take(len + 1);
+    return s.first(len);
+  }
+
+  std::span<const std::uint8_t> data_;
+  std::uint64_t pos_;
+  const Limits& limits_;
+  const std::string& item_;
+  std::uint64_t op_offset_ = 0;
+  const OpcodeInfo* op_ = nullptr;
+  std::uint64_t frame_end_ = 0;
+  bool check_frames_ = true;
+};
+
+}  // namespace maploc::pickle::detail
