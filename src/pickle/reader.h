@@ -112,7 +112,7 @@ class Reader {
     std::string msg;
     if (op_ != nullptr) {
       msg.append(op_->name);
-      msg.append(": ");
+      msg.push_back(' ');
     }
     msg.append(message);
     throw Error(code, Stage::kPickle, std::move(msg), op_offset_, item_);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "maploc/bytes.h"
 #include "maploc/limits.h"
@@ -96,6 +97,9 @@ class Result {
 /// kPickleTrailingData, kPicklePersistentId, kPickleLimit*; kInvalidArgument
 /// when start_offset is past the end.
 Result run(std::span<const std::uint8_t> stream, const Options& options = {});
+
+/// Deleted: values would view into a vector destroyed at the end of the call's expression.
+Result run(std::vector<std::uint8_t>&& stream, const Options& options = {}) = delete;
 
 /// As above; the Result keeps `stream` alive, so values may outlive the caller's copy.
 Result run(const Bytes& stream, const Options& options = {});
