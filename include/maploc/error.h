@@ -79,6 +79,10 @@ enum class ErrorCode : std::uint16_t {
   kRemapUnknownTag = 402,       ///< a location tag maploc cannot place (mps, xpu:0, ...) and no rule maps it
   kRemapBadSpec = 403,          ///< a map-location SPEC or rule target that does not parse
   kRemapConflictingRules = 404, ///< two name rules claim one storage for different devices
+  kRemapOutOfMemory = 405,      ///< the plan does not fit a device's free memory
+  kRemapCudaNotBuilt = 406,     ///< CUDA or pinned placement asked of a build without CUDA
+  kRemapDevice = 407,           ///< the CUDA runtime failed (allocation, copy, synchronisation)
+  kRemapStateDictMismatch = 408,///< load_into: missing/unexpected names, or a dtype/shape mismatch
 };
 
 /// Pipeline stage in which an error was raised.

@@ -88,6 +88,10 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kRemapUnknownTag, "kRemapUnknownTag"},
     {ErrorCode::kRemapBadSpec, "kRemapBadSpec"},
     {ErrorCode::kRemapConflictingRules, "kRemapConflictingRules"},
+    {ErrorCode::kRemapOutOfMemory, "kRemapOutOfMemory"},
+    {ErrorCode::kRemapCudaNotBuilt, "kRemapCudaNotBuilt"},
+    {ErrorCode::kRemapDevice, "kRemapDevice"},
+    {ErrorCode::kRemapStateDictMismatch, "kRemapStateDictMismatch"},
 };
 
 }  // namespace

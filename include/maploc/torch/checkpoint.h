@@ -1,0 +1,126 @@
+// checkpoint.h - a torch checkpoint of any generation, read into storages and tensors.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "maploc/bytes.h"
+#include "maploc/limits.h"
+#include "maploc/mapped_file.h"
+#include "maploc/pickle/value.h"
+#include "maploc/torch/storage.h"
+#include "maploc/torch/tensor.h"
+
+namespace maploc::torch {
+
+/// The container generation of a checkpoint (pytorch-format.md §0.1).
+enum class Format : std::uint8_t {
+  kZip,          ///< torch.save >= 1.6: prefix/data.pkl + prefix/data/<key>
+  kLegacy,       ///< the magic-number pickle stream (0.4-1.5, _use_new_zipfile_serialization=False)
+  kTar,          ///< torch 0.1.x: a tar of 'storages', 'tensors' and 'pickle'
+  kTorchScript,  ///< torch.jit.save: data.pkl + constants.pkl (code/ is never run)
+};
+
+/// "zip", "legacy", "tar", "torchscript".
+std::string_view format_name(Format format) noexcept;
+
+/// Byte order of the storage bytes on disk.
+enum class ByteOrder : std::uint8_t { kLittle, kBig };
+
+/// "little" or "big".
+std::string_view byteorder_name(ByteOrder order) noexcept;
+
+/// Receives non-fatal oddities (an unknown byteorder value, a storage that
+/// is never referenced, ...). Never called for errors, which throw.
+using Diagnostics = std::function<void(std::string_view message)>;
+
+/// How to open a checkpoint.
+struct Options {
+  Limits limits{};
+  Diagnostics diagnostics{};
+  /// Byte order assumed by zip archives without a `byteorder` record. torch
+  /// >= 2.2 assumes little on every host; set kBig for big-endian files
+  /// saved with the record disabled.
+  ByteOrder default_byteorder = ByteOrder::kLittle;
+};
+
+/// An opened checkpoint: its storages and tensors, validated, plus the
+/// pickle tree for callers that want the rest of the object.
+///
+/// Lifetime: the Checkpoint owns the file mapping and the pickle trees;
+/// Bytes returned by storage_bytes() keep the mapping alive on their own.
+/// Move-only.
+class Checkpoint {
+ public:
+  /// Opens path and detects its format by content, never by name.
+  /// Raises kIoOpen/kIoRead, any kZip*/kPickle* code from the layers below,
+  /// and kTorchNotCheckpoint (the message says what the file looks like:
+  /// HTML page, git-lfs pointer, empty, safetensors, numpy, ...),
+  /// kTorchPreviewFormat, kTorchUnsupportedFormat, kTorchBadLegacy,
+  /// kTorchBadTar, kTorchBadPersistentId, kTorchUnknownDType,
+  /// kTorchStorageMissing, kTorchRecordSize, kTorchBadTensor,
+  /// kTorchTensorOutOfBounds, kTorchStorageConflict.
+  static Checkpoint open(const std::filesystem::path& path, const Options& options = {});
+  /// The same for bytes already in memory.
+  static Checkpoint from_file(MappedFile file, const Options& options = {});
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+  /// The file name given to open() (for messages).
+  const std::string& path() const noexcept;
+  Format format() const noexcept;
+  /// Byte order of the storage bytes: the `byteorder` record, else
+  /// Options::default_byteorder for zip; always little for legacy and tar.
+  ByteOrder byteorder() const noexcept;
+  /// True when a zip archive carries a `byteorder` record.
+  bool has_byteorder_record() const noexcept;
+  /// PROTO of the main object pickle (0 when it has none).
+  int pickle_protocol() const noexcept;
+
+  /// Storages in order of first reference.
+  const std::vector<Storage>& storages() const noexcept;
+  /// Tensors in the order a depth-first walk of the object names them
+  /// (dict insertion order, list order, attribute order). Components of
+  /// composites come right after their composite.
+  const std::vector<Tensor>& tensors() const noexcept;
+  /// "module.name" of every GLOBAL not on torch's default weights_only
+  /// allowlist (what torch.serialization.get_unsafe_globals_in_checkpoint
+  /// answers), sorted and without duplicates.
+  const std::vector<std::string>& unknown_globals() const noexcept;
+  /// What the records or stream say about the writer, e.g. "version record 3",
+  /// "byteorder record (torch >= 2.1)", ".format_version 1 (torch >= 2.7)".
+  const std::vector<std::string>& version_hints() const noexcept;
+
+  /// The main object (data.pkl, or the legacy/tar object pickle). Storages
+  /// appear in it as Value::external(h) handles; storage_of_handle(h)
+  /// resolves them. Lives as long as the Checkpoint.
+  const pickle::Value& root() const noexcept;
+  /// TorchScript only: the constants.pkl tuple (None otherwise).
+  const pickle::Value& constants_root() const noexcept;
+  /// The storage index a Value::external handle of root() refers to.
+  std::optional<std::size_t> storage_of_handle(std::uint64_t handle) const noexcept;
+
+  /// The raw bytes of a storage exactly as on disk (not byte-swapped): a
+  /// zero-copy view of the mapping for stored records and streams, an
+  /// inflated buffer for deflated records. Size is storage.nbytes.
+  /// Precondition: `storage` is one of storages(). Raises kZip* on inflate failure.
+  Bytes storage_bytes(const Storage& storage) const;
+  /// The same by index into storages() (kInvalidArgument when out of range).
+  Bytes storage_bytes(std::size_t storage_index) const;
+
+  struct State;  ///< implementation detail
+
+ private:
+  explicit Checkpoint(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace maploc::torch

@@ -1,0 +1,150 @@
+// checkpoint.cpp - opening a checkpoint: detection by content, then the format's reader, walk and validation.
+#include "maploc/torch/checkpoint.h"
+
+#include <algorithm>
+
+#include "maploc/error.h"
+#include "maploc/sniff.h"
+#include "torch/state.h"
+
+namespace maploc::torch {
+namespace {
+
+constexpr std::size_t kSniffBytes = 512;
+
+bool is_truncated_zip(const Error& e) {
+  return e.code() == ErrorCode::kZipNotZip || e.code() == ErrorCode::kZipTruncated;
+}
+
+[[noreturn]] void not_a_checkpoint(const Checkpoint::State& st, ContentKind kind, const std::string& detail = {}) {
+  fail(ErrorCode::kTorchNotCheckpoint,
+       "not a torch checkpoint: it looks like " + describe_content(kind) + (detail.empty() ? "" : " (" + detail + ")"),
+       st.path);
+}
+
+// Zip archives: the magic at offset 0, or anywhere the end record says
+// (bytes prepended to an archive, torch's test_serialization_with_header).
+void open_zip(Checkpoint::State& st, ContentKind kind) {
+  try {
+    st.archive.emplace(zip::Archive::from_file(st.file, st.options.limits));
+  } catch (const Error& e) {
+    if (!is_truncated_zip(e)) throw;
+    if (kind == ContentKind::kZip) {
+      fail(ErrorCode::kTorchNotCheckpoint,
+           "not a readable torch checkpoint: it looks like a truncated zip archive (the download or copy was cut "
+           "short): " + e.message(),
+           st.path);
+    }
+    not_a_checkpoint(st, kind);
+  }
+  read_zip(st);
+}
+
+void read_any(Checkpoint::State& st) {
+  const auto head = st.file.bytes.span().first(std::min<std::size_t>(st.file.bytes.size(), kSniffBytes));
+  const ContentKind kind = sniff_content(head);
+  switch (kind) {
+    case ContentKind::kZip:
+      return open_zip(st, kind);
+    case ContentKind::kTorchLegacy:
+      return read_legacy(st);
+    case ContentKind::kTorchTar:
+      return read_tar(st);
+    case ContentKind::kTorchPreview:
+      fail(ErrorCode::kTorchPreviewFormat,
+           "File is an unsupported archive format from the preview release (PYTORCH1); re-save it with a current torch",
+           st.path);
+    case ContentKind::kTorchMobile:
+      fail(ErrorCode::kTorchUnsupportedFormat,
+           "a TorchScript-mobile flatbuffer (PTMF), which maploc does not read", st.path);
+    case ContentKind::kEmpty:
+    case ContentKind::kHtml:
+    case ContentKind::kGitLfsPointer:
+    case ContentKind::kSafetensors:
+    case ContentKind::kNumpy:
+      not_a_checkpoint(st, kind);
+    case ContentKind::kPickle:
+      not_a_checkpoint(st, kind, "a plain pickle, not written by torch.save");
+    case ContentKind::kUnknown:
+      return open_zip(st, kind);
+  }
+}
+
+}  // namespace
+
+void fail(ErrorCode code, std::string message, std::string item, std::optional<std::uint64_t> offset) {
+  throw Error(code, Stage::kTorch, std::move(message), offset, std::move(item));
+}
+
+std::string_view format_name(Format format) noexcept {
+  switch (format) {
+    case Format::kZip: return "zip";
+    case Format::kLegacy: return "legacy";
+    case Format::kTar: return "tar";
+    case Format::kTorchScript: return "torchscript";
+  }
+  return "zip";
+}
+
+std::string_view byteorder_name(ByteOrder order) noexcept { return order == ByteOrder::kBig ? "big" : "little"; }
+
+Checkpoint::Checkpoint(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
+
+Checkpoint Checkpoint::open(const std::filesystem::path& path, const Options& options) {
+  return from_file(MappedFile::open(path), options);
+}
+
+Checkpoint Checkpoint::from_file(MappedFile file, const Options& options) {
+  auto st = std::make_unique<State>();
+  st->path = file.path;
+  st->file = std::move(file);
+  st->options = options;
+  read_any(*st);
+  interpret(*st);
+  validate(*st);
+  if (st->storages.empty() && st->tensors.empty()) st->diagnose("the checkpoint holds no storages");
+  return Checkpoint(std::move(st));
+}
+
+const std::string& Checkpoint::path() const noexcept { return state_->path; }
+Format Checkpoint::format() const noexcept { return state_->format; }
+ByteOrder Checkpoint::byteorder() const noexcept { return state_->byteorder; }
+bool Checkpoint::has_byteorder_record() const noexcept { return state_->has_byteorder_record; }
+int Checkpoint::pickle_protocol() const noexcept { return state_->protocol; }
+const std::vector<Storage>& Checkpoint::storages() const noexcept { return state_->storages; }
+const std::vector<Tensor>& Checkpoint::tensors() const noexcept { return state_->tensors; }
+const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { return state_->unknown_globals; }
+const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
+const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }
+const pickle::Value& Checkpoint::constants_root() const noexcept { return state_->constants_root; }
+
+std::optional<std::size_t> Checkpoint::storage_of_handle(std::uint64_t handle) const noexcept {
+  if (handle >= state_->refs.size()) return std::nullopt;
+  return state_->refs[handle].storage;
+}
+
+Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
+  if (storage_index >= state_->storages.size()) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kTorch,
+                "storage index " + std::to_string(storage_index) + " out of range", std::nullopt, state_->path);
+  }
+  const Storage& s = state_->storages[storage_index];
+  if (!state_->archive) return state_->stream_bytes[storage_index];
+  const zip::Record* rec = state_->archive->find(s.record);
+  if (!rec) fail(ErrorCode::kTorchStorageMissing, "storage '" + s.key + "' has no record", s.record);
+  return state_->archive->read(*rec);
+}
+
+Bytes Checkpoint::storage_bytes(const Storage& storage) const {
+  const auto* first = state_->storages.data();
+  if (&storage < first || &storage >= first + state_->storages.size()) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kTorch, "storage does not belong to this checkpoint",
+                std::nullopt, state_->path);
+  }
+  return storage_bytes(static_cast<std::size_t>(&storage - first));
+}
+
+}  // namespace maploc::torch

@@ -1,0 +1,166 @@
+// interpret.cpp - the tree walk: names, containers torch checkpoints use, inert objects.
+#include <cstdio>
+#include <string_view>
+
+#include "torch/interpreter.h"
+#include "torch/storage_table.h"
+
+namespace maploc::torch {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+// Paths a walk may visit before it is treated as an expansion attack (a
+// memoized list holding itself twice, nested a thousand times).
+constexpr std::uint64_t kMaxWalkSteps = std::uint64_t{1} << 26;
+
+bool is_global(const Value& v, std::string_view module, std::string_view name) {
+  return v.is(Kind::kGlobal) && v.is_global(module, name);
+}
+
+// Containers whose REDUCE args hold the items (Counter(dict), set(list), defaultdict(factory)).
+bool is_container_call(const Value& c) {
+  return is_global(c, "collections", "OrderedDict") || is_global(c, "collections", "defaultdict") ||
+         is_global(c, "collections", "Counter") || is_global(c, "builtins", "set") ||
+         is_global(c, "builtins", "frozenset") || is_global(c, "builtins", "list") ||
+         is_global(c, "builtins", "dict") || is_global(c, "builtins", "tuple");
+}
+
+// TorchScript helpers that return (a typed view of) their first argument (§3.3).
+bool is_passthrough_call(const Value& c) {
+  if (!c.is(Kind::kGlobal) || c.global_module() != "torch.jit._pickle") return false;
+  const auto n = c.global_name();
+  return n == "restore_type_tag" || n == "build_tensorlist" || n == "build_intlist" || n == "build_doublelist" ||
+         n == "build_boollist" || n == "build_list";
+}
+
+// Calls whose result holds no tensors: torch.Size, torch.device, layouts,
+// numpy arrays/scalars/dtypes (inline bytes), pathlib paths, complex, slice.
+bool is_leaf_call(const Value& c) {
+  if (!c.is(Kind::kGlobal)) return false;
+  const auto module = c.global_module();
+  return module == "torch" || module == "torch.serialization" || module == "numpy" ||
+         module.substr(0, 6) == "numpy." || module == "pathlib" || module == "builtins" || module == "_codecs";
+}
+
+}  // namespace
+
+std::string key_text(const Value& key) {
+  switch (key.kind()) {
+    case Kind::kStr: return std::string(key.as_str());
+    case Kind::kBytes: {
+      auto b = key.as_bytes();
+      return std::string(b.begin(), b.end());
+    }
+    case Kind::kInt: return key.int_decimal();
+    case Kind::kBool: return key.as_bool() ? "True" : "False";
+    case Kind::kNone: return "None";
+    case Kind::kFloat: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", key.as_float());
+      return buf;
+    }
+    case Kind::kGlobal: return global_path(key);
+    default: return "<" + std::string(pickle::kind_name(key.kind())) + ">";
+  }
+}
+
+std::string join_name(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+Interpreter::Interpreter(Checkpoint::State& state) : state_(state) {}
+
+void Interpreter::step(const std::string& name, std::size_t depth) {
+  if (depth > state_.options.limits.pickle_max_nesting_depth) {
+    fail(ErrorCode::kPickleLimitNesting,
+         "object nesting deeper than Limits::pickle_max_nesting_depth (" +
+             std::to_string(state_.options.limits.pickle_max_nesting_depth) + ")",
+         name);
+  }
+  if (++steps_ > kMaxWalkSteps) {
+    fail(ErrorCode::kPickleLimitContainerItems,
+         "the object tree expands to more than " + std::to_string(kMaxWalkSteps) +
+             " paths (shared containers nested into an expansion)",
+         name);
+  }
+}
+
+void Interpreter::walk(const Value& v, const std::string& name, std::size_t depth) {
+  step(name, depth);
+  switch (v.kind()) {
+    case Kind::kExternal:
+      storage_object(v, name);
+      return;
+    case Kind::kTuple:
+    case Kind::kList:
+    case Kind::kSet:
+    case Kind::kFrozenSet: {
+      const auto elems = v.elements();
+      for (std::size_t i = 0; i < elems.size(); ++i) walk(elems[i], join_name(name, std::to_string(i)), depth + 1);
+      return;
+    }
+    case Kind::kDict:
+      for (const auto& item : v.items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+      return;
+    case Kind::kReduce:
+    case Kind::kObject:
+      walk_object(v, name, depth);
+      return;
+    default:
+      return;  // scalars, strings, globals (dtypes, classes) are leaves
+  }
+}
+
+void Interpreter::walk_object(const Value& v, const std::string& name, std::size_t depth) {
+  if (try_tensor(v, name, depth)) return;
+  const Value& callable = v.callable();
+  if (is_passthrough_call(callable)) {
+    if (v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
+    return;
+  }
+  if (is_container_call(callable)) {
+    // Items arrive either as the call's argument (Counter({...}), set([...]))
+    // or through SETITEMS/APPENDS on the result (OrderedDict, defaultdict).
+    const bool args_hold_items = !is_global(callable, "collections", "defaultdict");
+    if (args_hold_items && v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
+    for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+    const auto appended = v.appended();
+    for (std::size_t i = 0; i < appended.size(); ++i) walk(appended[i], join_name(name, std::to_string(i)), depth + 1);
+    // OrderedDict's BUILD state is the state_dict's `_metadata` attribute
+    // (module versions): not part of the names torch's state_dict gives.
+    return;
+  }
+  if (is_leaf_call(callable)) return;
+  // An inert object (argparse.Namespace, nn.Module, a user class): its
+  // attributes are its BUILD state; dict/list subclasses also their items.
+  for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+  const auto appended = v.appended();
+  for (std::size_t i = 0; i < appended.size(); ++i) walk(appended[i], join_name(name, std::to_string(i)), depth + 1);
+  for (const auto& state : v.build_states()) walk_state(state, name, depth + 1);
+}
+
+void Interpreter::walk_state(const Value& state, const std::string& name, std::size_t depth) {
+  step(name, depth);
+  if (state.is(Kind::kDict)) {
+    for (const auto& item : state.items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+  } else if (state.is(Kind::kTuple) && state.size() == 2 &&
+             (state[0].is(Kind::kDict) || state[0].is_none()) && (state[1].is(Kind::kDict) || state[1].is_none())) {
+    // (__dict__, __slots__ dict) as copyreg writes it.
+    walk_state(state[0], name, depth + 1);
+    walk_state(state[1], name, depth + 1);
+  } else {
+    walk(state, name, depth + 1);  // __setstate__ with any other value: keep the name
+  }
+}
+
+void interpret(Checkpoint::State& state) {
+  Interpreter in(state);
+  in.walk(state.root, "", 0);
+  if (state.format == Format::kTorchScript && !state.constants_root.is_none()) {
+    in.walk(state.constants_root, "constants", 0);
+  }
+}
+
+}  // namespace maploc::torch

@@ -1,0 +1,60 @@
+// interpreter.h - the object tree of a checkpoint to named tensors (internal).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "maploc/pickle/value.h"
+#include "torch/state.h"
+
+namespace maploc::torch {
+
+/// Walks a pickle tree depth-first, naming values by dict keys, indices and
+/// attributes joined with '.', and turns every rebuild call torch writes
+/// (pytorch-format.md §4.6) into State::tensors. Unknown objects stay
+/// inert: only their BUILD state is walked, as attributes.
+class Interpreter {
+ public:
+  explicit Interpreter(Checkpoint::State& state);
+
+  /// Walks v, naming what it finds under `name`.
+  void walk(const pickle::Value& v, const std::string& name, std::size_t depth);
+
+ private:
+  // interpret.cpp: containers and objects.
+  void walk_object(const pickle::Value& v, const std::string& name, std::size_t depth);
+  void walk_state(const pickle::Value& state, const std::string& name, std::size_t depth);
+  void step(const std::string& name, std::size_t depth);
+
+  // rebuild.cpp: tensors.
+  /// Whether v is (or wraps) a tensor torch would rebuild; then adds it.
+  std::optional<std::size_t> try_tensor(const pickle::Value& v, const std::string& name, std::size_t depth);
+  /// callable(*args) for a rebuild function; nullopt if callable is none.
+  std::optional<std::size_t> rebuild(const pickle::Value& callable, const pickle::Value& args,
+                                     const std::string& name, std::size_t depth);
+  /// The tensor a value must be (a rebuild argument); kTorchBadTensor otherwise.
+  std::size_t require_tensor(const pickle::Value& v, const std::string& name, std::size_t depth);
+  std::size_t strided(const pickle::Value& storage, const pickle::Value& offset, const pickle::Value& size,
+                      const pickle::Value& stride, std::optional<DType> dtype, const std::string& name);
+  std::size_t storage_object(const pickle::Value& v, const std::string& name);
+  std::size_t sparse(const pickle::Value& args, const std::string& name, std::size_t depth);
+  std::size_t qtensor(const pickle::Value& args, const std::string& name, std::size_t depth);
+  std::size_t old_style(const pickle::Value& state, const std::string& name, std::size_t depth);
+  std::size_t push(Tensor t);
+  void add_component(std::size_t composite, const std::string& role, const pickle::Value& v,
+                     const std::string& name, std::size_t depth);
+  [[noreturn]] void bad(const std::string& name, const std::string& why) const;
+
+  Checkpoint::State& state_;
+  std::uint64_t steps_ = 0;
+};
+
+/// Python's str() of a dict key, for names: str as is, int in decimal, True/False, None.
+std::string key_text(const pickle::Value& key);
+
+/// Joins a name and a key the way the fixture manifests do: "a" + "b" -> "a.b", "" + "b" -> "b".
+std::string join_name(const std::string& prefix, const std::string& key);
+
+}  // namespace maploc::torch

@@ -1,0 +1,110 @@
+// legacy_format.cpp - the magic-number stream of torch 0.2-1.5: five pickles, then raw storages (§2).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "torch/state.h"
+#include "torch/storage_table.h"
+
+namespace maploc::torch {
+namespace {
+
+// 0x1950a86a20f9469cfc6c as LONG1's little-endian bytes (§2.1).
+constexpr std::uint8_t kMagic[] = {0x6C, 0xFC, 0x9C, 0x46, 0xF9, 0x20, 0x6A, 0xA8, 0x50, 0x19};
+constexpr std::int64_t kProtocolVersion = 1001;
+
+std::uint64_t read_u64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+void read_legacy(Checkpoint::State& st) {
+  st.format = Format::kLegacy;
+  st.byteorder = ByteOrder::kLittle;  // always little-endian on disk since 2019 (§2.3)
+  const Bytes& bytes = st.file.bytes;
+  pickle::Options po;
+  po.limits = st.options.limits;
+  po.stream_name = st.path;
+  po.allow_trailing = true;
+
+  pickle::Result magic = pickle::run(bytes, po);
+  const auto& m = magic.root();
+  const auto mb = m.is(pickle::Kind::kInt) ? m.int_bytes() : std::vector<std::uint8_t>{};
+  if (mb.size() != sizeof kMagic || std::memcmp(mb.data(), kMagic, sizeof kMagic) != 0) {
+    fail(ErrorCode::kTorchBadLegacy, "invalid magic number; corrupt file?", st.path, 0);
+  }
+  po.start_offset = magic.end_offset();
+  pickle::Result version = pickle::run(bytes, po);
+  if (!version.root().is(pickle::Kind::kInt) || version.root().is_big_int() ||
+      version.root().as_int() != kProtocolVersion) {
+    fail(ErrorCode::kTorchBadLegacy, "invalid protocol version (expected 1001)", st.path, po.start_offset);
+  }
+  po.start_offset = version.end_offset();
+  pickle::Result sys_info = pickle::run(bytes, po);  // ignored by torch too (§2.1)
+  po.start_offset = sys_info.end_offset();
+
+  StorageTable table(st, st.path, nullptr);
+  po.persistent_load = [&table](const pickle::Value& pid, std::uint64_t offset) { return table.load(pid, offset); };
+  pickle::Result object = pickle::run(bytes, po);
+  po.persistent_load = nullptr;
+  st.protocol = object.protocol();
+  st.root = object.root();
+  st.unknown_globals = unknown_globals_of(object);
+  po.start_offset = object.end_offset();
+
+  pickle::Result keys = pickle::run(bytes, po);
+  if (!keys.root().is(pickle::Kind::kList)) {
+    fail(ErrorCode::kTorchBadLegacy, "the storage key list is not a list", st.path, po.start_offset);
+  }
+  st.stream_bytes.resize(st.storages.size());
+  std::vector<bool> filled(st.storages.size(), false);
+  for (auto& p : st.present_bytes) p = 0;
+  std::uint64_t pos = keys.end_offset();
+  const std::uint64_t size = bytes.size();
+  for (const auto& k : keys.root().elements()) {
+    const auto key = text_of(k);
+    const auto index = key ? table.find(*key) : std::nullopt;
+    if (!index) {
+      fail(ErrorCode::kTorchBadLegacy, "storage key '" + key.value_or("?") + "' in the key list has no persistent id",
+           st.path, pos);
+    }
+    Storage& s = st.storages[*index];
+    if (filled[*index]) fail(ErrorCode::kTorchBadLegacy, "storage key '" + s.key + "' listed twice", st.path, pos);
+    if (pos > size || size - pos < 8) {
+      fail(ErrorCode::kTorchBadLegacy, "the file ends before the element count of storage '" + s.key + "'", st.path, pos);
+    }
+    const std::uint64_t count = read_u64(bytes.data() + pos);
+    const std::uint64_t es = element_size(s.dtype);
+    if (count > (size - pos - 8) / es) {
+      fail(ErrorCode::kTorchBadLegacy,
+           "storage '" + s.key + "' declares " + std::to_string(count) + " elements of " + std::to_string(es) +
+               " bytes, more than the " + std::to_string(size - pos - 8) + " bytes left in the file",
+           st.path, pos);
+    }
+    pos += 8;
+    s.file_offset = pos;
+    st.present_bytes[*index] = count * es;
+    st.stream_bytes[*index] = bytes.slice(pos, count * es);
+    filled[*index] = true;
+    pos += count * es;
+  }
+  for (std::size_t i = 0; i < st.storages.size(); ++i) {
+    if (!filled[i]) {
+      fail(ErrorCode::kTorchStorageMissing,
+           "storage '" + st.storages[i].key + "' is referenced but missing from the storage key list", st.path);
+    }
+  }
+  if (pos != size) st.diagnose(std::to_string(size - pos) + " bytes follow the last storage");
+  st.hints.push_back("legacy stream, pickle protocol " + std::to_string(st.protocol) + " (torch < 1.6 or "
+                     "_use_new_zipfile_serialization=False)");
+  st.results.push_back(std::move(magic));
+  st.results.push_back(std::move(version));
+  st.results.push_back(std::move(sys_info));
+  st.results.push_back(std::move(object));
+  st.results.push_back(std::move(keys));
+}
+
+}  // namespace maploc::torch

@@ -1,0 +1,388 @@
+// rebuild.cpp - torch's rebuild functions as data: every tensor form a checkpoint can hold (§4.6).
+#include <string_view>
+
+#include "torch/interpreter.h"
+#include "torch/storage_table.h"
+
+namespace maploc::torch {
+namespace {
+
+using pickle::Kind;
+using pickle::Value;
+
+// Tensors of higher rank are rejected before their shape is copied.
+constexpr std::size_t kMaxRank = 64;
+
+bool is_global(const Value& v, std::string_view module, std::string_view name) {
+  return v.is(Kind::kGlobal) && v.is_global(module, name);
+}
+
+// torch._utils and, for _rebuild_from_type_v2, torch._tensor (torch.tensor
+// before PR #51633, which load_module_mapping renames).
+std::string_view rebuild_name(const Value& c) {
+  if (!c.is(Kind::kGlobal)) return {};
+  const auto m = c.global_module();
+  if (m == "torch._utils" || m == "torch._tensor" || m == "torch.tensor") return c.global_name();
+  return {};
+}
+
+// A legacy tensor class: torch.Tensor, torch.FloatTensor, torch.cuda.HalfTensor, ...
+bool is_tensor_class(const Value& c) {
+  if (!c.is(Kind::kGlobal)) return false;
+  const auto m = c.global_module();
+  const auto n = c.global_name();
+  return (m == "torch" || m == "torch.cuda" || m == "torch.sparse") && n.size() >= 6 &&
+         n.substr(n.size() - 6) == "Tensor";
+}
+
+const Value& arg(const Value& args, std::size_t i) { return args[i]; }
+
+std::string device_text(const Value& v) {
+  if (auto t = text_of(v); t && !v.is(Kind::kInt)) return *t;
+  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && is_global(v.callable(), "torch", "device") &&
+      v.args().is(Kind::kTuple) && v.args().size() >= 1) {
+    std::string out = text_of(v.args()[0]).value_or("?");
+    if (v.args().size() >= 2 && v.args()[1].is(Kind::kInt)) out += ":" + v.args()[1].int_decimal();
+    return out;
+  }
+  return "?";
+}
+
+}  // namespace
+
+void Interpreter::bad(const std::string& name, const std::string& why) const {
+  fail(ErrorCode::kTorchBadTensor, "tensor '" + name + "': " + why, name);
+}
+
+std::size_t Interpreter::push(Tensor t) {
+  state_.tensors.push_back(std::move(t));
+  return state_.tensors.size() - 1;
+}
+
+namespace {
+
+// int64 list from a tuple/list of ints or a torch.Size(tuple) call.
+bool int_list(const Value& v, std::vector<std::int64_t>& out) {
+  const Value* seq = &v;
+  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && is_global(v.callable(), "torch", "Size") &&
+      v.args().is(Kind::kTuple) && v.args().size() == 1) {
+    seq = &v.args()[0];
+  }
+  if (!seq->is(Kind::kTuple) && !seq->is(Kind::kList)) return false;
+  if (seq->size() > kMaxRank) return false;
+  out.clear();
+  for (const auto& e : seq->elements()) {
+    if (!e.is(Kind::kInt) || e.is_big_int()) return false;
+    out.push_back(e.as_int());
+  }
+  return true;
+}
+
+bool int_of(const Value& v, std::int64_t& out) {
+  if (!v.is(Kind::kInt) || v.is_big_int()) return false;
+  out = v.as_int();
+  return true;
+}
+
+std::optional<DType> dtype_of(const Value& v) {
+  if (!v.is(Kind::kGlobal) || v.global_module() != "torch") return std::nullopt;
+  return dtype_from_name(v.global_name());
+}
+
+}  // namespace
+
+std::size_t Interpreter::strided(const Value& storage, const Value& offset, const Value& size, const Value& stride,
+                                 std::optional<DType> dtype, const std::string& name) {
+  if (!storage.is(Kind::kExternal) || storage.external_handle() >= state_.refs.size()) {
+    bad(name, std::string("storage argument is a ") + std::string(pickle::kind_name(storage.kind())) +
+                  ", not a storage persistent id");
+  }
+  const StorageRef& ref = state_.refs[storage.external_handle()];
+  Tensor t;
+  t.name = name;
+  t.dtype = dtype.value_or(ref.dtype);
+  t.storage = ref.storage;
+  if (!int_of(offset, t.storage_offset)) bad(name, "storage_offset is not an int64");
+  if (!int_list(size, t.shape)) bad(name, "size is not a tuple of at most 64 int64s");
+  if (!int_list(stride, t.stride)) bad(name, "stride is not a tuple of at most 64 int64s");
+  if (t.shape.size() != t.stride.size()) {
+    bad(name, "size has " + std::to_string(t.shape.size()) + " dims but stride has " +
+                  std::to_string(t.stride.size()));
+  }
+  // A slice of a storage (legacy view_metadata) shifts the offset by whole elements.
+  const std::size_t es = element_size(t.dtype);
+  if (ref.byte_offset % es != 0) bad(name, "storage view offset is not a whole number of elements");
+  if (t.storage_offset >= 0) t.storage_offset += static_cast<std::int64_t>(ref.byte_offset / es);
+  return push(std::move(t));
+}
+
+std::size_t Interpreter::storage_object(const Value& v, const std::string& name) {
+  if (v.external_handle() >= state_.refs.size()) bad(name, "unknown storage handle");
+  const StorageRef& ref = state_.refs[v.external_handle()];
+  Tensor t;
+  t.name = name;
+  t.kind = TensorKind::kStorage;
+  t.dtype = ref.dtype;
+  t.storage = ref.storage;
+  const std::size_t es = element_size(ref.dtype);
+  t.shape = {static_cast<std::int64_t>(ref.nbytes / es)};
+  t.stride = {1};
+  t.storage_offset = static_cast<std::int64_t>(ref.byte_offset / es);
+  return push(std::move(t));
+}
+
+std::size_t Interpreter::require_tensor(const Value& v, const std::string& name, std::size_t depth) {
+  step(name, depth);
+  if (v.is(Kind::kExternal)) return storage_object(v, name);
+  if (auto idx = try_tensor(v, name, depth)) return *idx;
+  bad(name, std::string("expected a tensor, found a ") + std::string(pickle::kind_name(v.kind())));
+}
+
+void Interpreter::add_component(std::size_t composite, const std::string& role, const Value& v,
+                                const std::string& name, std::size_t depth) {
+  const std::size_t idx = require_tensor(v, join_name(name, role), depth + 1);
+  state_.tensors[idx].is_component = true;
+  state_.tensors[composite].components.push_back({role, idx});
+}
+
+std::optional<std::size_t> Interpreter::try_tensor(const Value& v, const std::string& name, std::size_t depth) {
+  if (!v.is(Kind::kReduce) && !v.is(Kind::kObject)) return std::nullopt;
+  const Value& callable = v.callable();
+  if (auto idx = rebuild(callable, v.args(), name, depth)) return idx;
+  // The oldest form: torch.FloatTensor() then BUILD with set_'s arguments.
+  if (is_tensor_class(callable) && !v.build_states().empty()) return old_style(v.build_states().back(), name, depth);
+  return std::nullopt;
+}
+
+std::size_t Interpreter::old_style(const Value& state, const std::string& name, std::size_t depth) {
+  if (!state.is(Kind::kTuple)) bad(name, "Tensor BUILD state is not a tuple");
+  if (state.size() == 4) return strided(state[0], state[1], state[2], state[3], std::nullopt, name);
+  if (state.size() == 5) {  // legacy Variable: (data, _, hooks?, requires_grad, hooks)
+    const std::size_t idx = require_tensor(state[0], name, depth + 1);
+    if (state[3].is(Kind::kBool)) state_.tensors[idx].requires_grad = state[3].as_bool();
+    return idx;
+  }
+  bad(name, "Tensor BUILD state has " + std::to_string(state.size()) + " items, expected 4 or 5");
+}
+
+std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Value& args, const std::string& name,
+                                                std::size_t depth) {
+  const std::string_view fn = rebuild_name(callable);
+  if (fn.empty() || fn.substr(0, 8) != "_rebuild") return std::nullopt;
+  if (!args.is(Kind::kTuple)) bad(name, std::string(fn) + " arguments are not a tuple");
+  const std::size_t n = args.size();
+  auto need = [&](std::size_t lo, std::size_t hi) {
+    if (n < lo || n > hi) {
+      bad(name, std::string(fn) + " takes " + std::to_string(lo) + (lo == hi ? "" : "-" + std::to_string(hi)) +
+                    " arguments, got " + std::to_string(n));
+    }
+  };
+  auto apply_metadata = [&](std::size_t idx, const Value& md) {
+    if (!md.is(Kind::kDict)) return;
+    if (const Value* c = md.find("conj"); c && c->is(Kind::kBool)) state_.tensors[idx].conj = c->as_bool();
+    if (const Value* g = md.find("neg"); g && g->is(Kind::kBool)) state_.tensors[idx].neg = g->as_bool();
+  };
+  auto set_grad = [&](std::size_t idx, const Value& rg) {
+    if (rg.is(Kind::kBool)) state_.tensors[idx].requires_grad = rg.as_bool();
+  };
+
+  if (fn == "_rebuild_tensor") {
+    need(4, 4);
+    return strided(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3), std::nullopt, name);
+  }
+  if (fn == "_rebuild_tensor_v2") {
+    need(6, 7);
+    const auto idx = strided(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3), std::nullopt, name);
+    set_grad(idx, arg(args, 4));
+    if (n == 7) apply_metadata(idx, arg(args, 6));
+    return idx;
+  }
+  if (fn == "_rebuild_tensor_v3") {
+    need(7, 8);
+    const auto dtype = dtype_of(arg(args, 6));
+    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 6)), name);
+    const auto idx = strided(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3), dtype, name);
+    set_grad(idx, arg(args, 4));
+    if (n == 8) apply_metadata(idx, arg(args, 7));
+    return idx;
+  }
+  if (fn == "_rebuild_parameter" || fn == "_rebuild_parameter_with_state") {
+    need(3, 4);
+    const auto idx = require_tensor(arg(args, 0), name, depth + 1);
+    state_.tensors[idx].parameter = true;
+    set_grad(idx, arg(args, 1));
+    return idx;
+  }
+  if (fn == "_rebuild_from_type_v2" || fn == "_rebuild_from_type") {
+    need(3, 4);
+    const Value& inner = arg(args, 2);
+    auto idx = rebuild(arg(args, 0), inner, name, depth + 1);
+    if (!idx) {
+      if (is_tensor_class(arg(args, 0)) || !arg(args, 0).is(Kind::kGlobal)) return std::nullopt;
+      // func is e.g. Tensor._make_subclass: look for the tensor in its arguments.
+      if (!inner.is(Kind::kTuple)) return std::nullopt;
+      for (const auto& a : inner.elements()) {
+        if (auto t = try_tensor(a, name, depth + 1)) { idx = t; break; }
+      }
+      if (!idx) return std::nullopt;
+    }
+    const Value& type = arg(args, 1);
+    if (is_global(type, "torch.nn.parameter", "Parameter")) {
+      state_.tensors[*idx].parameter = true;
+    } else if (!is_global(type, "torch", "Tensor") && !is_global(type, "torch._tensor", "Tensor")) {
+      state_.tensors[*idx].subclass = global_path(type);
+    }
+    return idx;
+  }
+  if (fn == "_rebuild_qtensor") return qtensor(args, name, depth);
+  if (fn == "_rebuild_sparse_tensor") return sparse(args, name, depth);
+  if (fn == "_rebuild_nested_tensor") {
+    need(4, 4);
+    Tensor t;
+    t.name = name;
+    t.kind = TensorKind::kNested;
+    const auto idx = push(std::move(t));
+    static constexpr std::string_view kRoles[] = {"buffer", "sizes", "strides", "storage_offsets"};
+    for (std::size_t i = 0; i < 4; ++i) add_component(idx, std::string(kRoles[i]), arg(args, i), name, depth);
+    state_.tensors[idx].dtype = state_.tensors[state_.tensors[idx].components[0].tensor].dtype;
+    return idx;
+  }
+  if (fn == "_rebuild_meta_tensor_no_storage") {
+    need(4, 4);
+    Tensor t;
+    t.name = name;
+    t.kind = TensorKind::kMeta;
+    t.device = "meta";
+    const auto dtype = dtype_of(arg(args, 0));
+    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 0)), name);
+    t.dtype = *dtype;
+    if (!int_list(arg(args, 1), t.shape) || !int_list(arg(args, 2), t.stride)) bad(name, "size/stride are not int tuples");
+    const auto idx = push(std::move(t));
+    set_grad(idx, arg(args, 3));
+    return idx;
+  }
+  if (fn == "_rebuild_wrapper_subclass") {
+    need(8, 8);
+    Tensor t;
+    t.name = name;
+    t.kind = TensorKind::kWrapperSubclass;
+    t.subclass = global_path(arg(args, 0));
+    const auto dtype = dtype_of(arg(args, 1));
+    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 1)), name);
+    t.dtype = *dtype;
+    if (!int_list(arg(args, 2), t.shape) || !int_list(arg(args, 3), t.stride) || !int_of(arg(args, 4), t.storage_offset)) {
+      bad(name, "size/stride/storage_offset are not ints");
+    }
+    t.device = device_text(arg(args, 6));
+    const auto idx = push(std::move(t));
+    set_grad(idx, arg(args, 7));
+    return idx;
+  }
+  if (fn == "_rebuild_device_tensor_from_cpu_tensor" || fn == "_rebuild_device_tensor_from_numpy" ||
+      fn == "_rebuild_xla_tensor") {
+    need(4, 4);
+    Tensor t;
+    t.name = name;
+    t.kind = TensorKind::kDeviceFromCpu;
+    const auto dtype = dtype_of(arg(args, 1));
+    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 1)), name);
+    t.dtype = *dtype;
+    t.device = device_text(arg(args, 2));
+    const auto idx = push(std::move(t));
+    set_grad(idx, arg(args, 3));
+    if (fn == "_rebuild_device_tensor_from_cpu_tensor") {
+      add_component(idx, "data", arg(args, 0), name, depth);
+      state_.tensors[idx].shape = state_.tensors[state_.tensors[idx].components[0].tensor].shape;
+    } else if (const Value& nd = arg(args, 0); (nd.is(Kind::kReduce) || nd.is(Kind::kObject)) &&
+                                               !nd.build_states().empty()) {
+      // numpy ndarray BUILD state (version, shape, dtype, is_fortran, raw bytes).
+      const Value& st = nd.build_states().back();
+      if (st.is(Kind::kTuple) && st.size() >= 2) int_list(st[1], state_.tensors[idx].shape);
+    }
+    return idx;
+  }
+  return std::nullopt;  // another torch._utils helper: not a tensor
+}
+
+std::size_t Interpreter::qtensor(const Value& args, const std::string& name, std::size_t depth) {
+  if (args.size() != 7) bad(name, "_rebuild_qtensor takes 7 arguments, got " + std::to_string(args.size()));
+  const auto idx = strided(args[0], args[1], args[2], args[3], std::nullopt, name);
+  state_.tensors[idx].kind = TensorKind::kQuantized;
+  if (args[5].is(Kind::kBool)) state_.tensors[idx].requires_grad = args[5].as_bool();
+  const Value& q = args[4];
+  if (!q.is(Kind::kTuple) || q.size() < 3 || !q[0].is(Kind::kGlobal)) bad(name, "quantizer_params is not (qscheme, ...)");
+  Quantizer quant;
+  quant.qscheme = std::string(q[0].global_name());
+  if (quant.qscheme == "per_tensor_affine" || quant.qscheme == "per_tensor_symmetric") {
+    if (q.size() != 3 || !q[1].is(Kind::kFloat) || !int_of(q[2], quant.zero_point)) {
+      bad(name, "per-tensor quantizer_params is not (qscheme, scale, zero_point)");
+    }
+    quant.scale = q[1].as_float();
+    state_.tensors[idx].quantizer = quant;
+  } else if (quant.qscheme.rfind("per_channel_", 0) == 0) {
+    if (q.size() != 4 || !int_of(q[3], quant.axis)) bad(name, "per-channel quantizer_params is not (qscheme, scales, zero_points, axis)");
+    state_.tensors[idx].quantizer = quant;
+    add_component(idx, "scales", q[1], name, depth);
+    add_component(idx, "zero_points", q[2], name, depth);
+    const auto& t = state_.tensors[idx];
+    if (quant.axis < 0 || static_cast<std::size_t>(quant.axis) >= std::max<std::size_t>(t.shape.size(), 1)) {
+      bad(name, "quantizer axis " + std::to_string(quant.axis) + " is outside the tensor's " +
+                    std::to_string(t.shape.size()) + " dims");
+    }
+  } else {
+    bad(name, "unknown qscheme " + global_path(q[0]));
+  }
+  return idx;
+}
+
+std::size_t Interpreter::sparse(const Value& args, const std::string& name, std::size_t depth) {
+  if (args.size() != 2) bad(name, "_rebuild_sparse_tensor takes 2 arguments");
+  // layout: torch.serialization._get_layout('torch.sparse_coo') or the bare GLOBAL torch.sparse_coo.
+  std::string layout;
+  const Value& l = args[0];
+  if (l.is(Kind::kGlobal)) {
+    layout = std::string(l.global_name());
+  } else if ((l.is(Kind::kReduce) || l.is(Kind::kObject)) && l.args().is(Kind::kTuple) && l.args().size() == 1) {
+    layout = text_of(l.args()[0]).value_or("");
+    if (layout.rfind("torch.", 0) == 0) layout.erase(0, 6);
+  }
+  struct Layout {
+    std::string_view name;
+    TensorKind kind;
+    std::string_view compressed, plain;
+  };
+  static constexpr Layout kLayouts[] = {
+      {"sparse_coo", TensorKind::kSparseCoo, "indices", ""},
+      {"sparse_csr", TensorKind::kSparseCsr, "crow_indices", "col_indices"},
+      {"sparse_csc", TensorKind::kSparseCsc, "ccol_indices", "row_indices"},
+      {"sparse_bsr", TensorKind::kSparseBsr, "crow_indices", "col_indices"},
+      {"sparse_bsc", TensorKind::kSparseBsc, "ccol_indices", "row_indices"},
+  };
+  const Layout* found = nullptr;
+  for (const auto& row : kLayouts) {
+    if (row.name == layout) found = &row;
+  }
+  if (!found) bad(name, "unknown sparse layout '" + layout + "'");
+  const Value& data = args[1];
+  Tensor t;
+  t.name = name;
+  t.kind = found->kind;
+  const auto idx = push(std::move(t));
+  if (found->kind == TensorKind::kSparseCoo) {
+    if (!data.is(Kind::kTuple) || data.size() < 3 || data.size() > 4) bad(name, "COO data is not (indices, values, size[, is_coalesced])");
+    add_component(idx, "indices", data[0], name, depth);
+    add_component(idx, "values", data[1], name, depth);
+    if (!int_list(data[2], state_.tensors[idx].shape)) bad(name, "sparse size is not an int tuple");
+  } else {
+    if (!data.is(Kind::kTuple) || data.size() != 4) bad(name, "compressed sparse data is not (compressed, plain, values, size)");
+    add_component(idx, std::string(found->compressed), data[0], name, depth);
+    add_component(idx, std::string(found->plain), data[1], name, depth);
+    add_component(idx, "values", data[2], name, depth);
+    if (!int_list(data[3], state_.tensors[idx].shape)) bad(name, "sparse size is not an int tuple");
+  }
+  const auto& comps = state_.tensors[idx].components;
+  state_.tensors[idx].dtype = state_.tensors[comps[comps.size() - 1].tensor].dtype;
+  return idx;
+}
+
+}  // namespace maploc::torch

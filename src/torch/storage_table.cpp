@@ -1,0 +1,147 @@
+// storage_table.cpp - persistent-id parsing and storage sharing (pytorch-format.md §2.2, §4.2).
+#include "torch/storage_table.h"
+
+#include <limits>
+
+namespace maploc::torch {
+namespace {
+
+constexpr std::uint64_t kMaxI64 = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
+// Multiplies with an overflow check against int64's range (torch's sizes are int64).
+bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  if (a != 0 && b > kMaxI64 / a) return false;
+  out = a * b;
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> text_of(const pickle::Value& v) {
+  if (v.is(pickle::Kind::kStr)) return std::string(v.as_str());
+  if (v.is(pickle::Kind::kBytes)) {
+    // encoding='bytes' Python 2 strings: torch's _maybe_decode_ascii.
+    auto b = v.as_bytes();
+    return std::string(b.begin(), b.end());
+  }
+  if (v.is(pickle::Kind::kInt) && !v.is_big_int()) return std::to_string(v.as_int());
+  return std::nullopt;
+}
+
+std::string global_path(const pickle::Value& v) {
+  if (!v.is(pickle::Kind::kGlobal)) return std::string(pickle::kind_name(v.kind()));
+  std::string out(v.global_module());
+  out += '.';
+  out += v.global_name();
+  return out;
+}
+
+StorageTable::StorageTable(Checkpoint::State& state, std::string stream_name, Locate locate)
+    : state_(state), stream_name_(std::move(stream_name)), locate_(std::move(locate)) {}
+
+void StorageTable::bad(const std::string& why, std::uint64_t offset) const {
+  fail(ErrorCode::kTorchBadPersistentId, "persistent id " + why, stream_name_, offset);
+}
+
+std::optional<std::size_t> StorageTable::find(const std::string& key) const {
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::size_t StorageTable::add(Storage storage, std::uint64_t present_bytes) {
+  const std::size_t index = state_.storages.size();
+  by_key_.emplace(storage.key, index);
+  state_.storages.push_back(std::move(storage));
+  state_.present_bytes.push_back(present_bytes);
+  return index;
+}
+
+std::uint64_t StorageTable::add_ref(StorageRef ref) {
+  state_.refs.push_back(ref);
+  return state_.refs.size() - 1;
+}
+
+std::optional<pickle::Value> StorageTable::load(const pickle::Value& pid, std::uint64_t offset) {
+  using pickle::Kind;
+  if (!pid.is(Kind::kTuple) || pid.size() == 0) {
+    bad(std::string("is a ") + std::string(pickle::kind_name(pid.kind())) +
+            ", not a ('storage', type, key, location, numel) tuple",
+        offset);
+  }
+  const auto typename_ = text_of(pid[0]);
+  if (typename_ == "module" && pid.size() == 4) return pid[1];  // legacy ('module', cls, file, source)
+  if (typename_ != "storage") {
+    bad("has typename '" + typename_.value_or(std::string(pickle::kind_name(pid[0].kind()))) +
+            "', expected 'storage'",
+        offset);
+  }
+  if (pid.size() != 5 && pid.size() != 6) {
+    bad("('storage', ...) has " + std::to_string(pid.size()) + " items, expected 5 (or 6 in legacy files)",
+        offset);
+  }
+  const pickle::Value& type = pid[1];
+  if (!type.is(Kind::kGlobal)) bad("storage type is a " + std::string(pickle::kind_name(type.kind())), offset);
+  const auto dtype = dtype_from_storage_type(type.global_module(), type.global_name());
+  if (!dtype) {
+    fail(ErrorCode::kTorchUnknownDType, "unknown storage type " + global_path(type), stream_name_, offset);
+  }
+  const auto key = text_of(pid[2]);
+  const auto location = text_of(pid[3]);
+  if (!key || !location || pid[3].is(Kind::kInt)) bad("has a key or location that is not a string", offset);
+  const pickle::Value& numel_v = pid[4];
+  if (!numel_v.is(Kind::kInt) || numel_v.is_big_int() || numel_v.as_int() < 0) {
+    bad("numel of storage '" + *key + "' is not a non-negative int64", offset);
+  }
+  const auto numel = static_cast<std::uint64_t>(numel_v.as_int());
+  std::uint64_t nbytes = 0;
+  if (!checked_mul(numel, element_size(*dtype), nbytes)) {
+    bad("numel " + std::to_string(numel) + " of storage '" + *key + "' overflows its byte size", offset);
+  }
+
+  std::size_t index = 0;
+  if (auto it = by_key_.find(*key); it != by_key_.end()) {
+    index = it->second;
+    const Storage& s = state_.storages[index];
+    if (s.nbytes != nbytes) {
+      fail(ErrorCode::kTorchStorageConflict,
+           "storage '" + *key + "' is referenced as " + std::to_string(s.nbytes) + " bytes of " +
+               std::string(dtype_name(s.dtype)) + " and as " + std::to_string(nbytes) + " bytes of " +
+               std::string(dtype_name(*dtype)),
+           stream_name_, offset);
+    }
+  } else {
+    Storage s{*key, *dtype, numel, nbytes, *location, {}, 0, false};
+    std::uint64_t present = nbytes;
+    if (locate_) locate_(s, present);
+    index = add(std::move(s), present);
+  }
+
+  StorageRef ref{index, *dtype, 0, nbytes};
+  if (pid.size() == 6 && !pid[5].is_none()) {
+    // Legacy view_metadata (view_key, offset, size) in elements (§2.2).
+    const pickle::Value& view = pid[5];
+    if (!view.is(Kind::kTuple) || view.size() != 3 || !view[1].is(Kind::kInt) || !view[2].is(Kind::kInt) ||
+        view[1].is_big_int() || view[2].is_big_int() || view[1].as_int() < 0 || view[2].as_int() < 0) {
+      bad("view_metadata of storage '" + *key + "' is not (view_key, offset, size)", offset);
+    }
+    const auto view_key = text_of(view[0]).value_or("");
+    if (auto it = views_.find(view_key); it != views_.end()) return pickle::Value::external(it->second);
+    std::uint64_t off = 0, len = 0;
+    if (!checked_mul(static_cast<std::uint64_t>(view[1].as_int()), element_size(*dtype), off) ||
+        !checked_mul(static_cast<std::uint64_t>(view[2].as_int()), element_size(*dtype), len) || off > nbytes ||
+        len > nbytes - off) {
+      fail(ErrorCode::kTorchTensorOutOfBounds,
+           "view '" + view_key + "' of storage '" + *key + "' lies outside its " + std::to_string(nbytes) + " bytes",
+           stream_name_, offset);
+    }
+    ref.byte_offset = off;
+    ref.nbytes = len;
+    const auto handle = add_ref(ref);
+    views_.emplace(view_key, handle);
+    return pickle::Value::external(handle);
+  }
+  return pickle::Value::external(add_ref(ref));
+}
+
+}  // namespace maploc::torch

@@ -1,1 +1,0 @@
-// torch_module.cpp - placeholder translation unit.

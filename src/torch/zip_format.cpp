@@ -1,0 +1,111 @@
+// zip_format.cpp - torch.save (>= 1.6) and torch.jit.save archives: records, byteorder, data.pkl (§1, §3).
+#include <string>
+
+#include "torch/state.h"
+#include "torch/storage_table.h"
+
+namespace maploc::torch {
+namespace {
+
+std::string trimmed(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+void read_byteorder(Checkpoint::State& st) {
+  const zip::Archive& ar = *st.archive;
+  st.byteorder = st.options.default_byteorder;
+  const zip::Record* rec = ar.find_in_prefix("byteorder");
+  if (!rec) return;
+  const std::string value = trimmed(ar.read(*rec).text());
+  st.has_byteorder_record = true;
+  if (value == "little") {
+    st.byteorder = ByteOrder::kLittle;
+  } else if (value == "big") {
+    st.byteorder = ByteOrder::kBig;
+  } else {
+    st.diagnose("byteorder record says '" + value + "'; assuming " +
+                std::string(byteorder_name(st.byteorder)));
+  }
+}
+
+// What the records say about the torch that wrote the archive (§1.3, §9).
+void collect_hints(Checkpoint::State& st) {
+  const zip::Archive& ar = *st.archive;
+  auto text_of_record = [&](std::string_view name) -> std::optional<std::string> {
+    const zip::Record* r = ar.find_in_prefix(name);
+    if (!r || r->size > 64) return std::nullopt;
+    return trimmed(ar.read(*r).text());
+  };
+  if (auto v = text_of_record("version")) st.hints.push_back("version record " + *v);
+  if (auto v = text_of_record(".data/version")) st.hints.push_back(".data/version " + *v + " (TorchScript with upgraders)");
+  if (auto v = text_of_record(".format_version")) st.hints.push_back(".format_version " + *v + " (torch >= 2.7)");
+  if (auto v = text_of_record(".storage_alignment")) st.hints.push_back(".storage_alignment " + *v + " (torch >= 2.7)");
+  if (st.has_byteorder_record) {
+    st.hints.push_back("byteorder record (torch >= 2.1)");
+  } else {
+    st.hints.push_back("no byteorder record (torch < 2.1 or disabled)");
+  }
+  if (ar.find_in_prefix(".data/serialization_id")) st.hints.push_back(".data/serialization_id (torch >= 2.2)");
+}
+
+pickle::Result run_pickle(Checkpoint::State& st, std::string_view name, StorageTable& table) {
+  const zip::Archive& ar = *st.archive;
+  const zip::Record& rec = ar.at(name);
+  pickle::Options po;
+  po.limits = st.options.limits;
+  po.stream_name = rec.name;
+  po.persistent_load = [&table](const pickle::Value& pid, std::uint64_t offset) { return table.load(pid, offset); };
+  return pickle::run(ar.read(rec), po);
+}
+
+StorageTable::Locate locate_in(Checkpoint::State& st, std::string dir) {
+  return [&st, dir = std::move(dir)](Storage& s, std::uint64_t& present) {
+    const zip::Archive& ar = *st.archive;
+    const std::string rel = dir + s.key;
+    const zip::Record* rec = ar.find_in_prefix(rel);
+    if (!rec) {
+      fail(ErrorCode::kTorchStorageMissing,
+           "storage '" + s.key + "' has no record '" + ar.prefix() + "/" + rel + "'", ar.path());
+    }
+    s.record = rec->name;
+    s.file_offset = rec->data_offset;
+    s.compressed = rec->method != zip::kMethodStored;
+    present = rec->size;
+  };
+}
+
+}  // namespace
+
+void read_zip(Checkpoint::State& st) {
+  zip::Archive& ar = *st.archive;
+  ar.require_prefix();
+  const bool torchscript = ar.find_in_prefix("constants.pkl") != nullptr;
+  if (!ar.find_in_prefix("data.pkl")) {
+    if (ar.find_in_prefix("model.json")) {
+      fail(ErrorCode::kTorchUnsupportedFormat,
+           "a TorchScript archive of torch 1.0-1.2 (model.json), which torch itself no longer reads", st.path);
+    }
+    fail(ErrorCode::kTorchNotCheckpoint,
+         "a zip archive without '" + ar.prefix() + "/data.pkl': not a torch checkpoint", st.path);
+  }
+  st.format = torchscript ? Format::kTorchScript : Format::kZip;
+  read_byteorder(st);
+  collect_hints(st);
+
+  StorageTable data_table(st, ar.prefix() + "/data.pkl", locate_in(st, "data/"));
+  pickle::Result data = run_pickle(st, "data.pkl", data_table);
+  st.protocol = data.protocol();
+  st.root = data.root();
+  st.unknown_globals = unknown_globals_of(data);
+  st.results.push_back(std::move(data));
+  if (torchscript) {
+    // constants.pkl's ids name records under constants/ (§3.1), keys of their own.
+    StorageTable const_table(st, ar.prefix() + "/constants.pkl", locate_in(st, "constants/"));
+    pickle::Result constants = run_pickle(st, "constants.pkl", const_table);
+    st.constants_root = constants.root();
+    st.results.push_back(std::move(constants));
+  }
+}
+
+}  // namespace maploc::torch
