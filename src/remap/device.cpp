@@ -1,7 +1,7 @@
 // device.cpp - device spellings and the process's device inventory.
 #include "maploc/remap/device.h"
 
-#include "remap/cuda_runtime.h"
+#include "remap/cuda_backend.h"
 
 namespace maploc::remap {
 

@@ -53,31 +53,53 @@ std::vector<std::uint8_t> read_all(int fd, const std::string& path) {
   }
 }
 
+// Maps a whole regular file MAP_PRIVATE with `prot`; false when it cannot be mapped.
+bool try_map(int fd, const struct stat& st, int prot, MappedFile& out) {
+  if (!S_ISREG(st.st_mode) || st.st_size <= 0) return false;
+  auto size = static_cast<std::size_t>(st.st_size);
+  void* addr = ::mmap(nullptr, size, prot, MAP_PRIVATE, fd, 0);
+  if (addr == MAP_FAILED) return false;
+  auto mapping = std::make_shared<Mapping>();
+  mapping->addr = addr;
+  mapping->size = size;
+  out.bytes = Bytes(std::move(mapping), static_cast<const std::uint8_t*>(addr), size);
+  return true;
+}
+
+// Opens path read-only and stats it; the caller maps or reads it.
+Fd open_checked(const std::string& path, struct stat& st) {
+  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) fail_open(path, "cannot open file", errno);
+  if (::fstat(fd.fd, &st) != 0) fail_open(path, "cannot stat file", errno);
+  if (S_ISDIR(st.st_mode)) fail_open(path, "is a directory", EISDIR);
+  return fd;
+}
+
 }  // namespace
 
 MappedFile MappedFile::open(const std::filesystem::path& path) {
   MappedFile out;
   out.path = path.string();
-  Fd fd{::open(out.path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) fail_open(out.path, "cannot open file", errno);
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) fail_open(out.path, "cannot stat file", errno);
-  if (S_ISDIR(st.st_mode)) fail_open(out.path, "is a directory", EISDIR);
-
-  if (S_ISREG(st.st_mode) && st.st_size > 0) {
-    auto size = static_cast<std::size_t>(st.st_size);
-    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
-    if (addr != MAP_FAILED) {
-      auto mapping = std::make_shared<Mapping>();
-      mapping->addr = addr;
-      mapping->size = size;
-      out.bytes = Bytes(std::move(mapping), static_cast<const std::uint8_t*>(addr), size);
-      out.residency = Residency::kMapped;
-      return out;
-    }
+  Fd fd = open_checked(out.path, st);
+  if (try_map(fd.fd, st, PROT_READ, out)) {
+    out.residency = Residency::kMapped;
+    return out;
   }
   out.bytes = Bytes::owned(read_all(fd.fd, out.path));
   out.residency = Residency::kRead;
+  return out;
+}
+
+MappedFile MappedFile::open_copy_on_write(const std::filesystem::path& path) {
+  MappedFile out;
+  out.path = path.string();
+  struct stat st {};
+  Fd fd = open_checked(out.path, st);
+  if (!try_map(fd.fd, st, PROT_READ | PROT_WRITE, out)) {
+    fail_open(out.path, "cannot map the file copy-on-write", errno == 0 ? EINVAL : errno);
+  }
+  out.residency = Residency::kCopyOnWrite;
   return out;
 }
 

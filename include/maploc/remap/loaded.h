@@ -1,0 +1,119 @@
+// loaded.h - a checkpoint whose storages have been placed on the CPU or CUDA devices.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "maploc/remap/device.h"
+#include "maploc/remap/map_location.h"
+#include "maploc/torch/checkpoint.h"
+
+namespace maploc::remap {
+
+/// How storages placed on the CPU are held.
+enum class HostMemory : std::uint8_t {
+  kMappedView,  ///< zero-copy views of the read-only file mapping (default); copies only where the
+                ///< bytes must change (big-endian files, deflated records)
+  kOwnedCopy,   ///< private, 64-byte-aligned, writable copies
+  kPinned,      ///< page-locked copies (cudaMallocHost); needs a build with CUDA
+};
+
+/// Tuning of the CUDA upload pipeline (ignored for CPU placements).
+struct CudaOptions {
+  std::uint64_t staging_bytes = std::uint64_t{16} << 20;  ///< size of one pinned staging buffer
+  unsigned staging_buffers = 4;                            ///< buffers in the ring
+  unsigned reader_threads = 4;                             ///< threads filling the ring
+  bool arena = false;  ///< one allocation per device, storages at 256-byte-aligned offsets
+};
+
+/// Everything load() needs besides the checkpoint.
+struct LoadOptions {
+  MapLocation map;                        ///< where storages go (default: their saved tags)
+  HostMemory host = HostMemory::kMappedView;
+  /// With kMappedView: hand out writable copy-on-write pages instead of read-only ones.
+  bool writable = false;
+  CudaOptions cuda;
+  /// The devices to plan against; nullptr probes this process (DeviceInventory::probe()).
+  const DeviceInventory* inventory = nullptr;
+};
+
+/// One placed storage: `nbytes` bytes at `data` on `device`, in native
+/// (little-endian) byte order. `data` is a device pointer for CUDA, null for meta.
+struct PlacedStorage {
+  Device device;
+  void* data = nullptr;
+  std::uint64_t nbytes = 0;
+  bool writable = false;
+  std::shared_ptr<void> owner;  ///< frees the memory (or unmaps the pages) when the last holder goes
+};
+
+/// A caller-owned buffer to fill with one tensor (`load_into`).
+struct Destination {
+  std::string name;       ///< tensor name in the checkpoint
+  Device device;          ///< where `data` lives
+  void* data = nullptr;   ///< numel x element size bytes, row-major contiguous
+  torch::DType dtype = torch::DType::kFloat32;
+  std::vector<std::int64_t> shape;
+};
+
+/// What load_into did: torch's load_state_dict report.
+struct LoadIntoReport {
+  std::vector<std::string> loaded;
+  std::vector<std::string> missing;     ///< destinations with no tensor of that name
+  std::vector<std::string> unexpected;  ///< checkpoint tensors no destination asked for
+};
+
+/// The result of load(): the checkpoint's tensors over placed storages.
+/// Tensors keep the checkpoint's geometry (shape, stride, storage_offset);
+/// tensors that shared a storage still share one placed storage.
+class Loaded {
+ public:
+  /// The checkpoint's tensors (same order and indices as Checkpoint::tensors()).
+  const std::vector<torch::Tensor>& tensors() const noexcept { return tensors_; }
+  /// One entry per checkpoint storage, same indices.
+  const std::vector<PlacedStorage>& storages() const noexcept { return storages_; }
+  /// Device of tensor i (cpu for storage-less tensors with no device).
+  Device device_of(std::size_t tensor) const;
+  /// Index of the tensor with this name, or nullopt.
+  std::optional<std::size_t> find(std::string_view name) const;
+
+  /// Moves the storages of every tensor whose name matches `name_glob` to
+  /// `device`. A storage moves once and every tensor viewing it follows, so
+  /// shared storages stay shared. Raises kRemap* for a device that cannot be used.
+  void to(const Device& device, std::string_view name_glob = "*");
+  /// to(cpu) for everything.
+  void cpu() { to(Device::cpu()); }
+
+  /// A host copy of storage i (copied back from the device when it lives there).
+  std::vector<std::uint8_t> host_bytes(std::size_t storage) const;
+  /// SHA-256 of tensor i's values in row-major order, computed from the
+  /// placed copy: equal to the fixture manifests' `sha256`.
+  std::string tensor_sha256(std::size_t tensor) const;
+
+  /// Copies tensors into caller-owned buffers by name, with load_state_dict's
+  /// rules: with `strict`, any missing or unexpected name raises
+  /// kRemapStateDictMismatch listing them; a dtype or shape mismatch always
+  /// raises it, naming the tensor.
+  LoadIntoReport load_into(std::span<const Destination> destinations, bool strict = true) const;
+
+ private:
+  friend Loaded load(const torch::Checkpoint&, const LoadOptions&);
+  std::vector<torch::Tensor> tensors_;
+  std::vector<PlacedStorage> storages_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+  DeviceInventory inventory_;
+};
+
+/// Plans (make_plan + check_fits), then allocates every storage on its
+/// device and fills it from the file. On any failure nothing stays
+/// allocated and the error names the storage. Raises kRemap* codes,
+/// kRemapCudaNotBuilt for CUDA or pinned placement in a build without CUDA,
+/// kRemapDevice for CUDA runtime failures.
+Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options = {});
+
+}  // namespace maploc::remap

@@ -1,0 +1,173 @@
+// loaded.cpp - after the load: devices of tensors, moving storages, hashes, load_into.
+#include <algorithm>
+#include <cstring>
+
+#include "maploc/error.h"
+#include "maploc/remap/loaded.h"
+#include "maploc/sha256.h"
+#include "maploc/torch/hash.h"
+#include "remap/cuda_backend.h"
+#include "remap/host_memory.h"
+
+namespace maploc::remap {
+namespace {
+
+std::string storage_who(std::size_t storage, const std::vector<torch::Tensor>& tensors) {
+  for (const auto& t : tensors) {
+    if (t.storage == storage) return "storage #" + std::to_string(storage) + " of tensor '" + t.name + "'";
+  }
+  return "storage #" + std::to_string(storage);
+}
+
+std::string shape_str(std::span<const std::int64_t> shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string name_list(const std::vector<std::string>& names) {
+  std::string out;
+  const std::size_t shown = std::min<std::size_t>(names.size(), 10);
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > shown) out += " and " + std::to_string(names.size() - shown) + " more";
+  return out;
+}
+
+}  // namespace
+
+Device Loaded::device_of(std::size_t tensor) const {
+  const auto& t = tensors_.at(tensor);
+  if (t.storage) return storages_[*t.storage].device;
+  return t.kind == torch::TensorKind::kMeta ? Device::meta() : Device::cpu();
+}
+
+std::optional<std::size_t> Loaded::find(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Loaded::to(const Device& device, std::string_view name_glob) {
+  // Storages to move: those viewed by a matching tensor, each once.
+  std::vector<std::size_t> moving;
+  std::vector<std::vector<std::string>> names;
+  for (const auto& t : tensors_) {
+    if (!t.storage || !glob_match(name_glob, t.name) || storages_[*t.storage].device == device) continue;
+    auto it = std::find(moving.begin(), moving.end(), *t.storage);
+    if (it == moving.end()) {
+      moving.push_back(*t.storage);
+      names.emplace_back();
+      it = moving.end() - 1;
+    }
+    names[static_cast<std::size_t>(it - moving.begin())].push_back(t.name);
+  }
+  if (moving.empty()) return;
+  // The same checks as load(): CUDA present, index in range (names the storage).
+  std::vector<StorageRef> refs;
+  for (std::size_t k = 0; k < moving.size(); ++k) {
+    refs.push_back({std::to_string(moving[k]), "", storages_[moving[k]].nbytes, "", names[k]});
+  }
+  decide(refs, MapLocation::all_to(device.str()), inventory_);
+
+  // Build every new placement first, commit only when all succeeded.
+  std::vector<PlacedStorage> placed(moving.size());
+  std::vector<detail::UploadJob> jobs;
+  for (std::size_t k = 0; k < moving.size(); ++k) {
+    const std::string who = storage_who(moving[k], tensors_);
+    if (device.kind == Device::Kind::kMeta) {
+      placed[k].device = device;
+      placed[k].nbytes = storages_[moving[k]].nbytes;
+      continue;
+    }
+    const Bytes bytes = detail::host_bytes_of(storages_[moving[k]], who);
+    if (device.kind == Device::Kind::kCpu) {
+      placed[k] = detail::host_copy(bytes, 1, false, who);
+      continue;
+    }
+    placed[k].device = device;
+    placed[k].nbytes = bytes.size();
+    placed[k].writable = true;
+    placed[k].owner = detail::cuda_allocate(device.index, bytes.size(), &placed[k].data, who);
+    jobs.push_back({bytes, 1, placed[k].data, device.index, who});
+  }
+  if (!jobs.empty()) detail::cuda_upload(jobs, CudaOptions{});
+  for (std::size_t k = 0; k < moving.size(); ++k) storages_[moving[k]] = std::move(placed[k]);
+}
+
+std::vector<std::uint8_t> Loaded::host_bytes(std::size_t storage) const {
+  const Bytes b = detail::host_bytes_of(storages_.at(storage), storage_who(storage, tensors_));
+  return std::vector<std::uint8_t>(b.data(), b.data() + b.size());
+}
+
+std::string Loaded::tensor_sha256(std::size_t tensor) const {
+  const auto& t = tensors_.at(tensor);
+  if (!t.storage) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kRemap,
+                "tensor '" + t.name + "' has no storage of its own (kind " +
+                    std::string(torch::tensor_kind_name(t.kind)) + "); hash its components instead");
+  }
+  const Bytes bytes = detail::host_bytes_of(storages_[*t.storage], storage_who(*t.storage, tensors_));
+  Sha256 sha;
+  torch::for_each_value_chunk(t, bytes, torch::ByteOrder::kLittle,
+                              [&](std::span<const std::uint8_t> chunk) { sha.update(chunk); });
+  return sha.finish_hex();
+}
+
+LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool strict) const {
+  LoadIntoReport report;
+  std::vector<std::size_t> matched(destinations.size(), SIZE_MAX);
+  std::vector<bool> wanted(tensors_.size(), false);
+  for (std::size_t d = 0; d < destinations.size(); ++d) {
+    const Destination& dst = destinations[d];
+    const auto idx = find(dst.name);
+    if (!idx || !tensors_[*idx].storage) {
+      report.missing.push_back(dst.name);
+      continue;
+    }
+    const torch::Tensor& t = tensors_[*idx];
+    if (t.dtype != dst.dtype || t.shape != dst.shape) {
+      throw Error(ErrorCode::kRemapStateDictMismatch, Stage::kRemap,
+                  "tensor '" + t.name + "' is " + std::string(torch::dtype_name(t.dtype)) + " " + shape_str(t.shape) +
+                      " in the checkpoint but the destination is " + std::string(torch::dtype_name(dst.dtype)) + " " +
+                      shape_str(dst.shape));
+    }
+    matched[d] = *idx;
+    wanted[*idx] = true;
+  }
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    if (!wanted[i] && !tensors_[i].is_component && tensors_[i].storage) report.unexpected.push_back(tensors_[i].name);
+  }
+  if (strict && (!report.missing.empty() || !report.unexpected.empty())) {
+    std::string msg = "load_into (strict):";
+    if (!report.missing.empty()) msg += " missing in the checkpoint: " + name_list(report.missing) + ";";
+    if (!report.unexpected.empty()) msg += " unexpected in the checkpoint: " + name_list(report.unexpected) + ";";
+    throw Error(ErrorCode::kRemapStateDictMismatch, Stage::kRemap,
+                msg + " pass strict=false to load the names that match");
+  }
+  std::vector<detail::UploadJob> jobs;
+  for (std::size_t d = 0; d < destinations.size(); ++d) {
+    if (matched[d] == SIZE_MAX) continue;
+    const torch::Tensor& t = tensors_[matched[d]];
+    const Destination& dst = destinations[d];
+    const Bytes bytes = detail::host_bytes_of(storages_[*t.storage], storage_who(*t.storage, tensors_));
+    std::vector<std::uint8_t> staged;
+    auto* out = static_cast<std::uint8_t*>(dst.data);
+    if (dst.device.kind != Device::Kind::kCpu) out = nullptr;
+    torch::for_each_value_chunk(t, bytes, torch::ByteOrder::kLittle, [&](std::span<const std::uint8_t> chunk) {
+      if (out != nullptr) {
+        std::memcpy(out, chunk.data(), chunk.size());
+        out += chunk.size();
+      } else {
+        staged.insert(staged.end(), chunk.begin(), chunk.end());
+      }
+    });
+    if (dst.device.kind == Device::Kind::kCuda) {
+      jobs.push_back({Bytes::owned(std::move(staged)), 1, dst.data, dst.device.index, "tensor '" + t.name + "'"});
+    }
+    report.loaded.push_back(dst.name);
+  }
+  if (!jobs.empty()) detail::cuda_upload(jobs, CudaOptions{});
+  return report;
+}
+
+}  // namespace maploc::remap

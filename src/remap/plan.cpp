@@ -1,0 +1,82 @@
+// plan.cpp - the placement plan: one decision per storage, totals per device, a fit check.
+#include "maploc/remap/plan.h"
+
+#include <algorithm>
+
+#include "maploc/error.h"
+#include "remap/cuda_backend.h"
+#include "remap/storage_names.h"
+
+namespace maploc::remap {
+namespace detail {
+
+std::vector<std::vector<std::string>> storage_tensor_names(const torch::Checkpoint& checkpoint) {
+  std::vector<std::vector<std::string>> names(checkpoint.storages().size());
+  for (const auto& t : checkpoint.tensors()) {
+    if (t.storage && *t.storage < names.size()) names[*t.storage].push_back(t.name);
+  }
+  return names;
+}
+
+std::string describe_storage(const torch::Storage& storage, const std::vector<std::string>& names) {
+  std::string out = "storage '" + storage.key + "'";
+  if (!names.empty()) out += " of tensor '" + names.front() + "'";
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+int device_rank(const Device& d) {
+  switch (d.kind) {
+    case Device::Kind::kCpu: return -1;
+    case Device::Kind::kCuda: return d.index;
+    case Device::Kind::kMeta: return 1 << 30;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Plan make_plan(const torch::Checkpoint& checkpoint, const MapLocation& map, const DeviceInventory& inventory) {
+  const auto& storages = checkpoint.storages();
+  const auto names = detail::storage_tensor_names(checkpoint);
+  std::vector<StorageRef> refs;
+  refs.reserve(storages.size());
+  for (std::size_t i = 0; i < storages.size(); ++i) {
+    const auto& s = storages[i];
+    refs.push_back({s.key, torch::dtype_name(s.dtype), s.nbytes, s.location, names[i]});
+  }
+  Plan plan;
+  plan.targets = decide(refs, map, inventory);
+  for (std::size_t i = 0; i < storages.size(); ++i) {
+    const Device& d = plan.targets[i];
+    auto it = std::find_if(plan.totals.begin(), plan.totals.end(), [&](const DeviceTotal& t) { return t.device == d; });
+    if (it == plan.totals.end()) it = plan.totals.insert(plan.totals.end(), DeviceTotal{d, 0, 0, std::nullopt});
+    it->bytes += storages[i].nbytes;
+    it->storages += 1;
+  }
+  std::sort(plan.totals.begin(), plan.totals.end(),
+            [](const DeviceTotal& a, const DeviceTotal& b) { return device_rank(a.device) < device_rank(b.device); });
+  // Free memory only from a real runtime (tests may plan against a made-up inventory).
+  for (auto& t : plan.totals) {
+    if (t.device.kind == Device::Kind::kCuda && detail::cuda_built() && t.device.index < detail::cuda_device_count()) {
+      t.free_bytes = detail::cuda_free_bytes(t.device.index);
+    }
+  }
+  return plan;
+}
+
+void check_fits(const Plan& plan) {
+  for (const auto& t : plan.totals) {
+    if (t.free_bytes && t.bytes > *t.free_bytes) {
+      throw Error(ErrorCode::kRemapOutOfMemory, Stage::kRemap,
+                  "the plan puts " + std::to_string(t.bytes) + " bytes (" + std::to_string(t.storages) +
+                      " storages) on " + t.device.str() + " but only " + std::to_string(*t.free_bytes) +
+                      " bytes are free there; map some storages elsewhere, e.g. --map-location 'name:PATTERN->cpu'");
+    }
+  }
+}
+
+}  // namespace maploc::remap

@@ -1,0 +1,209 @@
+// load_test.cpp - CPU placement of every fixture under every mapping kind, checked against torch's manifests.
+#include "maploc/sha256.h"
+#include <cstring>
+
+#include "manifest.h"
+#include "maploc/error.h"
+#include "maploc/remap/loaded.h"
+#include "maploc/remap/plan.h"
+#include "maploc/zip/archive.h"
+
+namespace maploc::test {
+namespace {
+
+using remap::Device;
+using remap::HostMemory;
+using remap::LoadOptions;
+using remap::MapLocation;
+
+const remap::DeviceInventory kCpuOnly{0, false};
+
+LoadOptions options(MapLocation map, HostMemory host = HostMemory::kMappedView) {
+  LoadOptions o;
+  o.map = std::move(map);
+  o.host = host;
+  o.inventory = &kCpuOnly;
+  return o;
+}
+
+// Every tensor the manifest lists has the manifest's hash in the loaded copy.
+void check_hashes(const remap::Loaded& loaded, const nlohmann::json& manifest) {
+  for (const auto& t : manifest["tensors"]) {
+    const std::string name = t["name"];
+    INFO(name);
+    const auto idx = loaded.find(name);
+    REQUIRE(idx.has_value());
+    CHECK(loaded.device_of(*idx) == Device::cpu());
+    CHECK(loaded.tensor_sha256(*idx) == t["sha256"].get<std::string>());
+  }
+}
+
+template <typename F>
+ErrorCode code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    INFO(e.what());
+    return e.code();
+  }
+  FAIL("no maploc::Error");
+  return ErrorCode::kInvalidArgument;
+}
+
+remap::Loaded load_fixture(const std::string& file, const LoadOptions& o) {
+  const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/" + file));
+  return remap::load(checkpoint, o);
+}
+
+}  // namespace
+
+TEST_CASE("every fixture loads on the CPU under every mapping kind and equals torch's manifest", "[remap]") {
+  MapLocation callback;
+  callback.callback = [](const remap::StorageRef&) -> std::optional<std::string> { return "cpu"; };
+  const std::vector<std::pair<std::string, MapLocation>> maps = {
+      {"cpu", MapLocation::parse("cpu")},
+      {"wildcards", MapLocation::parse("cuda:*->cpu,mps->cpu,cpu->cpu")},
+      {"auto", MapLocation::parse("auto")},
+      {"name rules", MapLocation::parse("name:*weight*->cpu,*->cpu")},
+      {"callback", callback},
+  };
+  int files = 0;
+  for (const auto& [file, manifest] : all_fixtures()) {
+    INFO(file);
+    for (const auto& [label, map] : maps) {
+      INFO(label);
+      check_hashes(load_fixture(file, options(map)), manifest);
+    }
+    check_hashes(load_fixture(file, options(MapLocation::parse("cpu"), HostMemory::kOwnedCopy)), manifest);
+    ++files;
+  }
+  CHECK(files >= 40);
+}
+
+TEST_CASE("without a mapping, CPU checkpoints load and device-tagged ones fail with torch's meaning", "[remap]") {
+  for (const auto& [file, manifest] : all_fixtures()) {
+    INFO(file);
+    if (!has_non_cpu_tag(manifest)) {
+      check_hashes(load_fixture(file, options(MapLocation::none())), manifest);
+      continue;
+    }
+    const auto code = code_of([&] { load_fixture(file, options(MapLocation::none())); });
+    CHECK((code == ErrorCode::kRemapCudaUnavailable || code == ErrorCode::kRemapUnknownTag));
+  }
+  auto e = code_of([] { load_fixture("gpu_tagged.t113.pt", options(MapLocation::none())); });
+  CHECK(e == ErrorCode::kRemapCudaUnavailable);
+  CHECK(code_of([] { load_fixture("device_tags.t113.pt", options(MapLocation::parse("cuda:*->cpu"))); }) ==
+        ErrorCode::kRemapUnknownTag);
+}
+
+TEST_CASE("the plan says where each storage goes before anything is read", "[remap]") {
+  const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/gpu_tagged.t113.pt"));
+  const auto plan = remap::make_plan(checkpoint, MapLocation::parse("cuda:1->meta,cuda:0->cpu"), kCpuOnly);
+  REQUIRE(plan.totals.size() == 2);
+  CHECK(plan.totals[0].device == Device::cpu());
+  CHECK(plan.totals[0].storages == 2);
+  CHECK(plan.totals[0].bytes == (16 * 8 + 16) * 4);
+  CHECK(plan.totals[1].device == Device::meta());
+  CHECK(plan.totals[1].bytes == (4 * 16 + 4) * 4);
+}
+
+TEST_CASE("shared storages stay shared after load and after to()", "[remap]") {
+  auto loaded = load_fixture("views_shared.t113.pt", options(MapLocation::parse("cpu"), HostMemory::kOwnedCopy));
+  const auto a = *loaded.find("tied_a"), b = *loaded.find("tied_b"), base = *loaded.find("base"),
+             t = *loaded.find("transpose");
+  CHECK(loaded.tensors()[a].storage == loaded.tensors()[b].storage);
+  CHECK(loaded.tensors()[base].storage == loaded.tensors()[t].storage);
+  const auto before = loaded.tensor_sha256(t);
+  loaded.to(Device::meta(), "tied_a");  // moves storage 4, and tied_b with it
+  CHECK(loaded.device_of(b) == Device::meta());
+  CHECK(loaded.device_of(base) == Device::cpu());
+  // A meta storage has no bytes to bring back, like torch's "Cannot copy out of meta tensor".
+  CHECK(code_of([&] { loaded.to(Device::cpu()); }) == ErrorCode::kInvalidArgument);
+  CHECK(loaded.device_of(base) == Device::cpu());
+  CHECK(loaded.tensor_sha256(t) == before);
+}
+
+TEST_CASE("meta reads no byte: a checkpoint with unreadable data loads on meta", "[remap]") {
+  // deflated.t113.pt with every data record's deflate stream broken.
+  auto bytes = [] {
+    std::ifstream in(fixture("checkpoints/deflated.t113.pt"), std::ios::binary);
+    return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto archive = zip::Archive::from_file(MappedFile::from_bytes(Bytes::owned(bytes), "x"));
+  int broken = 0;
+  for (const auto& r : archive.records()) {
+    if (r.name.find("/data/") == std::string::npos || r.compressed_size == 0) continue;
+    bytes[r.data_offset] = 0xFF;  // a deflate block of the reserved type
+    ++broken;
+  }
+  REQUIRE(broken > 3);
+  const auto checkpoint = torch::Checkpoint::from_file(MappedFile::from_bytes(Bytes::owned(bytes), "broken.pt"));
+  auto loaded = remap::load(checkpoint, options(MapLocation::parse("meta")));
+  for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
+    if (loaded.tensors()[i].storage) CHECK(loaded.device_of(i) == Device::meta());
+  }
+  CHECK(code_of([&] { remap::load(checkpoint, options(MapLocation::parse("cpu"))); }) == ErrorCode::kZipInflate);
+}
+
+TEST_CASE("views are zero-copy, copies are 64-byte aligned, writable views never touch the file", "[remap]") {
+  const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/gpu_tagged.t113.pt"));
+  const auto manifest = read_json(fixture("checkpoints/gpu_tagged.t113.pt.manifest.json"));
+  auto view = remap::load(checkpoint, options(MapLocation::parse("cpu")));
+  const Bytes raw = checkpoint.storage_bytes(0);
+  CHECK(view.storages()[0].data == raw.data());
+  CHECK_FALSE(view.storages()[0].writable);
+
+  auto copy = remap::load(checkpoint, options(MapLocation::parse("cpu"), HostMemory::kOwnedCopy));
+  for (const auto& s : copy.storages()) CHECK(reinterpret_cast<std::uintptr_t>(s.data) % 64 == 0);
+
+  auto o = options(MapLocation::parse("cpu"));
+  o.writable = true;
+  auto cow = remap::load(checkpoint, o);
+  REQUIRE(cow.storages()[0].writable);
+  std::memset(cow.storages()[0].data, 0, cow.storages()[0].nbytes);
+  CHECK(cow.tensor_sha256(*cow.find("0.weight")) != manifest["tensors"][0]["sha256"].get<std::string>());
+  check_hashes(load_fixture("gpu_tagged.t113.pt", options(MapLocation::parse("cpu"))), manifest);
+}
+
+TEST_CASE("pinned host memory needs CUDA", "[remap]") {
+  if (remap::DeviceInventory::probe().cuda_built) return;
+  CHECK(code_of([] { load_fixture("gpu_tagged.t113.pt", options(MapLocation::parse("cpu"), HostMemory::kPinned)); }) ==
+        ErrorCode::kRemapCudaNotBuilt);
+}
+
+TEST_CASE("moving to a CUDA device that is not there names the storage", "[remap]") {
+  auto loaded = load_fixture("gpu_tagged.t113.pt", options(MapLocation::parse("cpu")));
+  CHECK(code_of([&] { loaded.to(Device::cuda(0)); }) == ErrorCode::kRemapCudaUnavailable);
+  CHECK(loaded.device_of(0) == Device::cpu());  // nothing moved
+}
+
+TEST_CASE("load_into follows load_state_dict: strict, missing, unexpected, mismatched", "[remap]") {
+  const auto loaded = load_fixture("gpu_tagged.t113.pt", options(MapLocation::parse("cpu")));
+  const auto manifest = read_json(fixture("checkpoints/gpu_tagged.t113.pt.manifest.json"));
+  std::vector<float> w0(16 * 8), b0(16), w2(4 * 16), b2(4);
+  std::vector<remap::Destination> all = {
+      {"0.weight", Device::cpu(), w0.data(), torch::DType::kFloat32, {16, 8}},
+      {"0.bias", Device::cpu(), b0.data(), torch::DType::kFloat32, {16}},
+      {"2.weight", Device::cpu(), w2.data(), torch::DType::kFloat32, {4, 16}},
+      {"2.bias", Device::cpu(), b2.data(), torch::DType::kFloat32, {4}},
+  };
+  const auto report = loaded.load_into(all);
+  CHECK(report.loaded.size() == 4);
+  CHECK(report.missing.empty());
+  CHECK(report.unexpected.empty());
+  CHECK(Sha256::hex({reinterpret_cast<const std::uint8_t*>(w2.data()), w2.size() * 4}) ==
+        manifest["tensors"][2]["sha256"].get<std::string>());
+
+  std::vector<remap::Destination> partial = {all[0], {"extra.weight", Device::cpu(), b0.data(), torch::DType::kFloat32, {16}}};
+  CHECK(code_of([&] { loaded.load_into(partial); }) == ErrorCode::kRemapStateDictMismatch);
+  const auto lax = loaded.load_into(partial, false);
+  CHECK(lax.missing == std::vector<std::string>{"extra.weight"});
+  CHECK(lax.unexpected == std::vector<std::string>{"0.bias", "2.weight", "2.bias"});
+
+  std::vector<remap::Destination> wrong = {{"0.bias", Device::cpu(), b0.data(), torch::DType::kFloat16, {16}}};
+  CHECK(code_of([&] { loaded.load_into(wrong, false); }) == ErrorCode::kRemapStateDictMismatch);
+  wrong = {{"0.bias", Device::cpu(), b0.data(), torch::DType::kFloat32, {4, 4}}};
+  CHECK(code_of([&] { loaded.load_into(wrong, false); }) == ErrorCode::kRemapStateDictMismatch);
+}
+
+}  // namespace maploc::test
