@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# demo.sh - the main job: builds the maploc CLI and inspects a checkpoint saved
-# with storages tagged cuda:0 and cuda:1 (fixtures/checkpoints/gpu_tagged.t113.pt).
+# demo.sh - the main job: builds the maploc CLI, inspects a checkpoint that torch saved
+# with storages tagged cuda:0 and cuda:1, shows where each storage will go, and loads
+# it onto the CPU (or onto the GPU with MAP=auto on a machine that has one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" >/dev/null
 cmake --build build -j"$(nproc)" --target maploc >/dev/null
 checkpoint=${1:-fixtures/checkpoints/gpu_tagged.t113.pt}
+map=${MAP:-cuda:*->cpu}
+set -x
 ./build/src/cli/maploc ls "$checkpoint"
+./build/src/cli/maploc plan "$checkpoint" --map-location "$map"
+./build/src/cli/maploc load "$checkpoint" --map-location "$map" --hash

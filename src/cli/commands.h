@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "maploc/remap/map_location.h"
+
 namespace maploc::cli {
 
 /// Process exit codes, documented in `maploc --help`.
@@ -28,5 +30,14 @@ int cmd_ls(const Args& args);
 
 /// `maploc dis FILE [--record NAME]`: pickletools-style disassembly.
 int cmd_dis(const Args& args);
+
+/// `maploc plan FILE [--map-location SPEC] [--json]`: where each storage would go.
+int cmd_plan(const Args& args);
+
+/// `maploc load FILE [--map-location SPEC] [...]`: place every storage, report, hash.
+int cmd_load(const Args& args);
+
+/// The --map-location option (none when absent).
+remap::MapLocation map_location_of(const Args& args);
 
 }  // namespace maploc::cli

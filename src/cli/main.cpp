@@ -14,15 +14,29 @@ constexpr const char* kUsage =
     "usage: maploc <command> [options]\n"
     "\n"
     "commands:\n"
-    "  ls FILE [--json]     list the records of a checkpoint archive\n"
+    "  ls FILE [--json [--hash]] [--records]\n"
+    "                       the tensors and storages of a checkpoint (or its zip records)\n"
     "  dis FILE [--record NAME]\n"
     "                       disassemble a checkpoint's pickle (data.pkl, any record, the\n"
     "                       legacy format's five pickles, or a bare pickle file)\n"
+    "  plan FILE [--map-location SPEC] [--json]\n"
+    "                       where each storage would go, and the bytes per device\n"
+    "  load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--arena]\n"
+    "       [--hash] [--json]\n"
+    "                       place every storage, print the time and rate (and hashes)\n"
+    "\n"
+    "SPEC: cpu | cuda | cuda:N | auto | meta | TAG->DEVICE[,...] | name:PATTERN->DEVICE\n"
+    "      (globs with *, first match wins; see docs/map-location.md)\n"
     "\n"
     "exit codes: 0 ok, 2 usage, 3 bad or unreadable file, 4 mapping error, 5 device error\n";
 
 // Flags that never take a value; every other --flag may be followed by one.
-bool is_switch(const std::string& name) { return name == "json" || name == "help" || name == "quiet"; }
+bool is_switch(const std::string& name) {
+  for (const char* s : {"json", "help", "quiet", "hash", "writable", "arena", "records"}) {
+    if (name == s) return true;
+  }
+  return false;
+}
 
 Args parse(int argc, char** argv, int first) {
   Args args;
@@ -45,6 +59,12 @@ Args parse(int argc, char** argv, int first) {
 }
 
 int exit_code_for(const Error& e) {
+  switch (e.code()) {
+    case ErrorCode::kRemapDevice:
+    case ErrorCode::kRemapCudaNotBuilt:
+    case ErrorCode::kRemapOutOfMemory: return kExitDevice;
+    default: break;
+  }
   switch (e.stage()) {
     case Stage::kRemap: return kExitMapping;
     case Stage::kCli: return kExitUsage;
@@ -82,6 +102,8 @@ int run(int argc, char** argv) {
   try {
     if (command == "ls") return cmd_ls(args);
     if (command == "dis") return cmd_dis(args);
+    if (command == "plan") return cmd_plan(args);
+    if (command == "load") return cmd_load(args);
   } catch (const Error& e) {
     std::fprintf(stderr, "maploc %s: error [%s]: %s\n", command.c_str(),
                  std::string(error_code_name(e.code())).c_str(), e.what());
