@@ -133,6 +133,11 @@ Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
   }
   const Storage& s = state_->storages[storage_index];
   if (!state_->archive) return state_->stream_bytes[storage_index];
+  if (s.view_of) {
+    const Bytes root = storage_bytes(*s.view_of);
+    const std::uint64_t off = std::min<std::uint64_t>(s.view_offset * element_size(s.dtype), root.size());
+    return root.slice(off, std::min<std::uint64_t>(s.nbytes, root.size() - off));
+  }
   const zip::Record* rec = state_->archive->find(s.record);
   if (!rec) fail(ErrorCode::kTorchStorageMissing, "storage '" + s.key + "' has no record", s.record);
   return state_->archive->read(*rec);

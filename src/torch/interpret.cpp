@@ -1,4 +1,5 @@
 // interpret.cpp - the tree walk: names, containers torch checkpoints use, inert objects.
+#include <algorithm>
 #include <cstdio>
 #include <string_view>
 
@@ -44,7 +45,58 @@ bool is_leaf_call(const Value& c) {
          module.substr(0, 6) == "numpy." || module == "pathlib" || module == "builtins" || module == "_codecs";
 }
 
+// The items of a dict or of an OrderedDict call node.
+std::vector<pickle::DictItem> dict_items(const Value& v) {
+  if (v.is(Kind::kDict)) return {v.items().begin(), v.items().end()};
+  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && is_global(v.callable(), "collections", "OrderedDict")) {
+    return {v.set_items().begin(), v.set_items().end()};
+  }
+  return {};
+}
+
+// Keys of nn.Module._non_persistent_buffers_set: set([...]) or a set value.
+std::vector<std::string> set_strings(const Value* v) {
+  std::vector<std::string> out;
+  if (!v) return out;
+  const Value* seq = v;
+  if ((v->is(Kind::kReduce) || v->is(Kind::kObject)) && v->args().is(Kind::kTuple) && v->args().size() == 1) {
+    seq = &v->args()[0];
+  }
+  if (seq->is(Kind::kList) || seq->is(Kind::kSet) || seq->is(Kind::kFrozenSet) || seq->is(Kind::kTuple)) {
+    for (const auto& e : seq->elements()) {
+      if (e.is(Kind::kStr)) out.emplace_back(e.as_str());
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+bool Interpreter::module_state(const Value& state) {
+  return state.is(Kind::kDict) && state.find("_parameters") && state.find("_buffers") && state.find("_modules");
+}
+
+// nn.Module.state_dict() order: own parameters, own persistent buffers, then
+// each submodule under its attribute name (torch/nn/modules/module.py).
+void Interpreter::walk_module(const Value& state, const std::string& name, std::size_t depth) {
+  step(name, depth);
+  for (const auto& item : dict_items(*state.find("_parameters"))) {
+    if (!item.value.is_none()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+  }
+  const auto skip = set_strings(state.find("_non_persistent_buffers_set"));
+  for (const auto& item : dict_items(*state.find("_buffers"))) {
+    const std::string key = key_text(item.key);
+    if (item.value.is_none() || std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+    walk(item.value, join_name(name, key), depth + 1);
+  }
+  for (const auto& item : dict_items(*state.find("_modules"))) {
+    const Value& sub = item.value;
+    if ((sub.is(Kind::kReduce) || sub.is(Kind::kObject)) && !sub.build_states().empty() &&
+        module_state(sub.build_states().back())) {
+      walk_module(sub.build_states().back(), join_name(name, key_text(item.key)), depth + 1);
+    }
+  }
+}
 
 std::string key_text(const Value& key) {
   switch (key.kind()) {
@@ -133,7 +185,12 @@ void Interpreter::walk_object(const Value& v, const std::string& name, std::size
     return;
   }
   if (is_leaf_call(callable)) return;
-  // An inert object (argparse.Namespace, nn.Module, a user class): its
+  // A whole nn.Module: named by its state_dict() keys, not by attributes.
+  if (!v.build_states().empty() && module_state(v.build_states().back())) {
+    walk_module(v.build_states().back(), name, depth + 1);
+    return;
+  }
+  // An inert object (argparse.Namespace, a user class): its
   // attributes are its BUILD state; dict/list subclasses also their items.
   for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
   const auto appended = v.appended();

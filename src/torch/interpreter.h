@@ -27,6 +27,8 @@ class Interpreter {
   void walk_object(const pickle::Value& v, const std::string& name, std::size_t depth);
   void walk_state(const pickle::Value& state, const std::string& name, std::size_t depth);
   void step(const std::string& name, std::size_t depth);
+  static bool module_state(const pickle::Value& state);
+  void walk_module(const pickle::Value& state, const std::string& name, std::size_t depth);
 
   // rebuild.cpp: tensors.
   /// Whether v is (or wraps) a tensor torch would rebuild; then adds it.

@@ -61,7 +61,9 @@ void read_legacy(Checkpoint::State& st) {
   }
   st.stream_bytes.resize(st.storages.size());
   std::vector<bool> filled(st.storages.size(), false);
-  for (auto& p : st.present_bytes) p = 0;
+  for (std::size_t i = 0; i < st.storages.size(); ++i) {
+    if (!st.storages[i].view_of) st.present_bytes[i] = 0;
+  }
   std::uint64_t pos = keys.end_offset();
   const std::uint64_t size = bytes.size();
   for (const auto& k : keys.root().elements()) {
@@ -92,6 +94,20 @@ void read_legacy(Checkpoint::State& st) {
     pos += count * es;
   }
   for (std::size_t i = 0; i < st.storages.size(); ++i) {
+    Storage& s = st.storages[i];
+    if (s.view_of) {
+      // A view shares its root's bytes; a root shorter than declared leaves
+      // the view without bytes, and validation reports the root's size.
+      const Bytes& root = st.stream_bytes[*s.view_of];
+      const std::uint64_t off = s.view_offset * element_size(s.dtype);
+      s.file_offset = st.storages[*s.view_of].file_offset + off;
+      if (off <= root.size() && s.nbytes <= root.size() - off) {
+        st.stream_bytes[i] = root.slice(off, s.nbytes);
+      } else {
+        st.present_bytes[i] = 0;
+      }
+      continue;
+    }
     if (!filled[i]) {
       fail(ErrorCode::kTorchStorageMissing,
            "storage '" + st.storages[i].key + "' is referenced but missing from the storage key list", st.path);

@@ -109,10 +109,6 @@ std::size_t Interpreter::strided(const Value& storage, const Value& offset, cons
     bad(name, "size has " + std::to_string(t.shape.size()) + " dims but stride has " +
                   std::to_string(t.stride.size()));
   }
-  // A slice of a storage (legacy view_metadata) shifts the offset by whole elements.
-  const std::size_t es = element_size(t.dtype);
-  if (ref.byte_offset % es != 0) bad(name, "storage view offset is not a whole number of elements");
-  if (t.storage_offset >= 0) t.storage_offset += static_cast<std::int64_t>(ref.byte_offset / es);
   return push(std::move(t));
 }
 
@@ -124,10 +120,9 @@ std::size_t Interpreter::storage_object(const Value& v, const std::string& name)
   t.kind = TensorKind::kStorage;
   t.dtype = ref.dtype;
   t.storage = ref.storage;
-  const std::size_t es = element_size(ref.dtype);
-  t.shape = {static_cast<std::int64_t>(ref.nbytes / es)};
+  const Storage& s = state_.storages[ref.storage];
+  t.shape = {static_cast<std::int64_t>(s.nbytes / element_size(ref.dtype))};
   t.stride = {1};
-  t.storage_offset = static_cast<std::int64_t>(ref.byte_offset / es);
   return push(std::move(t));
 }
 
@@ -235,7 +230,7 @@ std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Val
     return idx;
   }
   if (fn == "_rebuild_qtensor") return qtensor(args, name, depth);
-  if (fn == "_rebuild_sparse_tensor") return sparse(args, name, depth);
+  if (fn == "_rebuild_sparse_tensor" || fn == "_rebuild_sparse_csr_tensor") return sparse(args, name, depth);
   if (fn == "_rebuild_nested_tensor") {
     need(4, 4);
     Tensor t;

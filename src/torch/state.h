@@ -15,13 +15,11 @@
 
 namespace maploc::torch {
 
-/// What one persistent id resolved to: a storage, seen through the dtype the
-/// id named, possibly a slice of it (legacy view_metadata, tar views).
+/// What one persistent id resolved to: a storage (or a view storage), seen
+/// through the dtype the id named.
 struct StorageRef {
   std::size_t storage = 0;       ///< index into State::storages
   DType dtype = DType::kUInt8;   ///< dtype of the storage class the id named
-  std::uint64_t byte_offset = 0; ///< start of the slice in the storage
-  std::uint64_t nbytes = 0;      ///< bytes the reference covers
 };
 
 struct Checkpoint::State {

@@ -111,15 +111,21 @@ std::optional<pickle::Value> StorageTable::load(const pickle::Value& pid, std::u
            stream_name_, offset);
     }
   } else {
-    Storage s{*key, *dtype, numel, nbytes, *location, {}, 0, false};
+    Storage s;
+    s.key = *key;
+    s.dtype = *dtype;
+    s.numel = numel;
+    s.nbytes = nbytes;
+    s.location = *location;
     std::uint64_t present = nbytes;
     if (locate_) locate_(s, present);
     index = add(std::move(s), present);
   }
 
-  StorageRef ref{index, *dtype, 0, nbytes};
+  StorageRef ref{index, *dtype};
   if (pid.size() == 6 && !pid[5].is_none()) {
-    // Legacy view_metadata (view_key, offset, size) in elements (§2.2).
+    // Legacy view_metadata (view_key, offset, size) in elements (§2.2): a
+    // storage of its own, sharing the root's bytes.
     const pickle::Value& view = pid[5];
     if (!view.is(Kind::kTuple) || view.size() != 3 || !view[1].is(Kind::kInt) || !view[2].is(Kind::kInt) ||
         view[1].is_big_int() || view[2].is_big_int() || view[1].as_int() < 0 || view[2].as_int() < 0) {
@@ -127,17 +133,28 @@ std::optional<pickle::Value> StorageTable::load(const pickle::Value& pid, std::u
     }
     const auto view_key = text_of(view[0]).value_or("");
     if (auto it = views_.find(view_key); it != views_.end()) return pickle::Value::external(it->second);
-    std::uint64_t off = 0, len = 0;
-    if (!checked_mul(static_cast<std::uint64_t>(view[1].as_int()), element_size(*dtype), off) ||
-        !checked_mul(static_cast<std::uint64_t>(view[2].as_int()), element_size(*dtype), len) || off > nbytes ||
-        len > nbytes - off) {
+    const auto view_off = static_cast<std::uint64_t>(view[1].as_int());
+    const auto view_len = static_cast<std::uint64_t>(view[2].as_int());
+    if (view_off > numel || view_len > numel - view_off) {
       fail(ErrorCode::kTorchTensorOutOfBounds,
-           "view '" + view_key + "' of storage '" + *key + "' lies outside its " + std::to_string(nbytes) + " bytes",
+           "view '" + view_key + "' [" + std::to_string(view_off) + ", +" + std::to_string(view_len) +
+               ") of storage '" + *key + "' lies outside its " + std::to_string(numel) + " elements",
            stream_name_, offset);
     }
-    ref.byte_offset = off;
-    ref.nbytes = len;
-    const auto handle = add_ref(ref);
+    const Storage& root = state_.storages[index];
+    Storage v;
+    v.key = view_key;
+    v.dtype = *dtype;
+    v.numel = view_len;
+    v.nbytes = view_len * element_size(*dtype);
+    v.location = root.location;
+    v.record = root.record;
+    v.view_of = index;
+    v.view_offset = view_off;
+    const std::size_t vi = state_.storages.size();
+    state_.storages.push_back(std::move(v));
+    state_.present_bytes.push_back(view_len * element_size(*dtype));
+    const auto handle = add_ref({vi, *dtype});
     views_.emplace(view_key, handle);
     return pickle::Value::external(handle);
   }

@@ -1,0 +1,209 @@
+// malformed_test.cpp - corrupted fixtures and hand-written legacy streams, each with its ErrorCode.
+#include <cstring>
+#include <string>
+
+#include "maploc/torch/checkpoint.h"
+#include "torch/torch_test_util.h"
+
+namespace maploc::test {
+namespace {
+
+using torch::Checkpoint;
+
+Buffer bytes_of(const std::string& s) { return Buffer(s.begin(), s.end()); }
+
+std::string u32(std::uint32_t v) {
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
+  return out;
+}
+
+std::string u64(std::uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
+  return out;
+}
+
+std::string str(const std::string& s) { return "X" + u32(static_cast<std::uint32_t>(s.size())) + s; }
+
+// Pieces of a legacy stream (pytorch-format.md §2.1), written opcode by opcode.
+struct LegacyTensor {
+  std::string rebuild = "ctorch._utils\n_rebuild_tensor_v2\n";
+  std::string pid_type = "ctorch\nFloatStorage\n";
+  std::string typename_ = "storage";
+  std::string key = "0";
+  std::string numel = "K\x04";
+  std::string offset = std::string("K\x00", 2);
+  std::string size = "K\x02K\x02\x86";
+  std::string stride = "K\x02K\x01\x86";
+  std::string extra;  // more rebuild arguments (v3's dtype)
+  std::string pid_override;  // a whole persistent id instead of the tuple
+
+  std::string pickle() const {
+    const std::string pid = pid_override.empty()
+                                ? "(" + str(typename_) + pid_type + str(key) + str("cpu") + numel + "Nt"
+                                : pid_override;
+    return "\x80\x02" + rebuild + "(" + pid + "Q" + offset + size + stride + "\x89N" + extra + "tR.";
+  }
+};
+
+std::string legacy_stream(const std::string& object, const std::string& keys_pickle, const std::string& data) {
+  const std::string magic = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
+  const std::string version = "\x80\x02M\xe9\x03.";
+  const std::string sys_info = "\x80\x02}.";
+  return magic + version + sys_info + object + keys_pickle + data;
+}
+
+const std::string kKeys0 = "\x80\x02](" + str("0") + "e.";
+
+std::string floats(std::uint64_t count, std::uint64_t stored) { return u64(count) + std::string(stored * 4, '\0'); }
+
+Buffer legacy(const LegacyTensor& t, const std::string& keys = kKeys0, const std::string& data = floats(4, 4)) {
+  return bytes_of(legacy_stream(t.pickle(), keys, data));
+}
+
+struct Case {
+  const char* name;
+  Buffer bytes;
+  ErrorCode expected;
+};
+
+std::vector<Case> legacy_cases() {
+  std::vector<Case> cases;
+  LegacyTensor t;
+  cases.push_back({"storage shorter than its numel", legacy(t, kKeys0, floats(3, 3)), ErrorCode::kTorchRecordSize});
+  t = {};
+  t.offset = "K\x01";
+  cases.push_back({"tensor past its storage", legacy(t), ErrorCode::kTorchTensorOutOfBounds});
+  t = {};
+  t.stride = "J\xff\xff\xff\xffK\x01\x86";
+  cases.push_back({"negative stride", legacy(t), ErrorCode::kTorchBadTensor});
+  t = {};
+  t.size = "(" + std::string(65 * 2, '\0') + "t";
+  for (std::size_t i = 0; i < 65; ++i) t.size[1 + 2 * i] = 'K', t.size[2 + 2 * i] = '\x01';
+  t.stride = t.size;
+  cases.push_back({"rank above 64", legacy(t), ErrorCode::kTorchBadTensor});
+  t = {};
+  t.stride = "\x8a\x08" + u64(std::uint64_t{1} << 62) + "K\x01\x86";
+  cases.push_back({"stride overflowing int64", legacy(t), ErrorCode::kTorchTensorOutOfBounds});
+  t = {};
+  t.pid_type = "ctorch\nFlxatStorage\n";
+  cases.push_back({"storage type that does not exist", legacy(t), ErrorCode::kTorchUnknownDType});
+  t = {};
+  t.rebuild = "ctorch._utils\n_rebuild_tensor_v3\n";
+  t.pid_type = "ctorch.storage\nUntypedStorage\n";
+  t.numel = "K\x10";
+  t.extra = "ctorch\nfloat31\n";
+  cases.push_back({"dtype that does not exist", legacy(t, kKeys0, u64(16) + std::string(16, '\0')),
+                   ErrorCode::kTorchUnknownDType});
+  t = {};
+  t.pid_override = str("not a tuple");
+  cases.push_back({"persistent id that is not a storage", legacy(t), ErrorCode::kTorchBadPersistentId});
+  t = {};
+  t.typename_ = "storagx";
+  cases.push_back({"persistent id with another typename", legacy(t), ErrorCode::kTorchBadPersistentId});
+  t = {};
+  cases.push_back({"storage missing from the key list", legacy(t, "\x80\x02].", ""), ErrorCode::kTorchStorageMissing});
+  cases.push_back({"key list naming an unknown storage",
+                   legacy(t, "\x80\x02](" + str("0") + str("9") + "e.", floats(4, 4) + floats(1, 1)),
+                   ErrorCode::kTorchBadLegacy});
+  cases.push_back({"storage count past the end of the file", legacy(t, kKeys0, u64(1000) + std::string(16, '\0')),
+                   ErrorCode::kTorchBadLegacy});
+  Buffer bad_version = legacy(t);
+  bad_version[18] = 0xEA;  // protocol version 1002
+  cases.push_back({"wrong protocol version", bad_version, ErrorCode::kTorchBadLegacy});
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("a hand-written legacy stream loads", "[torch]") {
+  const auto ckpt = open_bytes(legacy(LegacyTensor{}));
+  CHECK(ckpt.format() == torch::Format::kLegacy);
+  REQUIRE(ckpt.tensors().size() == 1);
+  CHECK(ckpt.tensors()[0].shape == std::vector<std::int64_t>{2, 2});
+  REQUIRE(ckpt.storages().size() == 1);
+  CHECK(ckpt.storages()[0].nbytes == 16);
+}
+
+TEST_CASE("malformed legacy streams give their ErrorCode", "[torch][malformed]") {
+  for (const auto& c : legacy_cases()) {
+    DYNAMIC_SECTION(c.name) { CHECK(code_of([&] { open_bytes(c.bytes); }) == c.expected); }
+  }
+}
+
+TEST_CASE("corrupted zip fixtures give their ErrorCode and name the tensor", "[torch][malformed]") {
+  const Buffer good = read_file(checkpoints_dir() / "protocol2.t2x.pt");
+  struct Patch {
+    const char* name;
+    std::string from, to;
+    ErrorCode expected;
+  };
+  const Patch patches[] = {
+      {"storage record shorter than numel", std::string("cpuq\x06K\x06t", 8), std::string("cpuq\x06K\x07t", 8),
+       ErrorCode::kTorchRecordSize},
+      {"tensor past its storage", std::string("QK\x00K\x03", 5), std::string("QK\x05K\x03", 5),
+       ErrorCode::kTorchTensorOutOfBounds},
+      {"storage type that does not exist", "FloatStorage", "FlxatStorage", ErrorCode::kTorchUnknownDType},
+      {"persistent id that is not a storage", "storageq", "storxgeq", ErrorCode::kTorchBadPersistentId},
+  };
+  for (const auto& p : patches) {
+    DYNAMIC_SECTION(p.name) {
+      Buffer b = good;
+      patch(b, p.from, p.to);
+      if (p.expected == ErrorCode::kTorchRecordSize) {
+        patch(b, std::string("h\x06K\x06t", 5), std::string("h\x06K\x07t", 5));  // w_t shares the storage
+      }
+      try {
+        open_bytes(b);
+        FAIL("no error");
+      } catch (const Error& e) {
+        CHECK(e.code() == p.expected);
+        CHECK(e.stage() == Stage::kTorch);
+        if (p.expected == ErrorCode::kTorchRecordSize || p.expected == ErrorCode::kTorchTensorOutOfBounds) {
+          CHECK_THAT(e.what(), Catch::Contains("'w'"));
+        }
+        if (p.expected == ErrorCode::kTorchRecordSize) {
+          CHECK_THAT(e.what(), Catch::Contains("24") && Catch::Contains("28"));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("files that are not checkpoints say what they look like", "[torch][malformed]") {
+  const Buffer zip = read_file(checkpoints_dir() / "protocol2.t2x.pt");
+  struct NotCase {
+    const char* name;
+    Buffer bytes;
+    ErrorCode expected;
+    const char* phrase;
+  };
+  const NotCase cases[] = {
+      {"empty", {}, ErrorCode::kTorchNotCheckpoint, "empty"},
+      {"HTML page", bytes_of("<!DOCTYPE html><html><body>Not Found</body></html>"), ErrorCode::kTorchNotCheckpoint,
+       "HTML"},
+      {"git-lfs pointer",
+       bytes_of("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n"),
+       ErrorCode::kTorchNotCheckpoint, "git-lfs"},
+      {"safetensors", bytes_of(std::string("\x10\0\0\0\0\0\0\0{\"a\":{}}        ", 24)),
+       ErrorCode::kTorchNotCheckpoint, "safetensors"},
+      {"numpy", bytes_of("\x93NUMPY\x01\x00v\x00{'descr': '<f4'}"), ErrorCode::kTorchNotCheckpoint, "numpy"},
+      {"truncated zip", Buffer(zip.begin(), zip.begin() + 200), ErrorCode::kTorchNotCheckpoint, "truncated"},
+      {"preview PYTORCH1", bytes_of("PYTORCH1 and some more bytes"), ErrorCode::kTorchPreviewFormat, "preview"},
+      {"mobile flatbuffer", bytes_of(std::string("\x18\0\0\0PTMF\0\0\0\0\0\0", 14)), ErrorCode::kTorchUnsupportedFormat, "flatbuffer"},
+  };
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      try {
+        open_bytes(c.bytes);
+        FAIL("no error");
+      } catch (const Error& e) {
+        CHECK(e.code() == c.expected);
+        CHECK_THAT(e.what(), Catch::Contains(c.phrase));
+      }
+    }
+  }
+}
+
+}  // namespace maploc::test

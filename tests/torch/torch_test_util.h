@@ -1,0 +1,59 @@
+// torch_test_util.h - helpers shared by the torch tests: fixture paths, manifests, byte patching.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "maploc/error.h"
+#include "maploc/torch/checkpoint.h"
+
+namespace maploc::test {
+
+using Buffer = std::vector<std::uint8_t>;
+
+inline std::filesystem::path checkpoints_dir() { return std::filesystem::path(MAPLOC_FIXTURES_DIR) / "checkpoints"; }
+
+inline Buffer read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE(in.good());
+  return Buffer(std::istreambuf_iterator<char>(in), {});
+}
+
+inline nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+inline torch::Checkpoint open_bytes(const Buffer& bytes, const torch::Options& options = {}) {
+  return torch::Checkpoint::from_file(MappedFile::from_bytes(Bytes::owned(bytes), "test.pt"), options);
+}
+
+/// Replaces the first occurrence of `from` by `to` (same length) in b.
+inline void patch(Buffer& b, const std::string& from, const std::string& to) {
+  REQUIRE(from.size() == to.size());
+  auto it = std::search(b.begin(), b.end(), from.begin(), from.end());
+  REQUIRE(it != b.end());
+  std::copy(to.begin(), to.end(), it);
+}
+
+/// The ErrorCode a callable throws, failing the test if it throws nothing or something else.
+template <typename F>
+ErrorCode code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  FAIL("no maploc::Error thrown");
+  return ErrorCode::kInvalidArgument;
+}
+
+}  // namespace maploc::test
