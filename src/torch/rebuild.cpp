@@ -113,6 +113,14 @@ std::size_t Interpreter::strided(const Value& storage, const Value& offset, cons
 }
 
 std::size_t Interpreter::storage_object(const Value& v, const std::string& name) {
+  if (v.external_handle() >= kTarTensorHandle &&
+      v.external_handle() - kTarTensorHandle < state_.tar_tensors.size()) {
+    auto it = state_.tar_tensors.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(v.external_handle() - kTarTensorHandle));
+    Tensor t = it->second;
+    t.name = name;
+    return push(std::move(t));
+  }
   if (v.external_handle() >= state_.refs.size()) bad(name, "unknown storage handle");
   const StorageRef& ref = state_.refs[v.external_handle()];
   Tensor t;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct StorageRef {
   DType dtype = DType::kUInt8;   ///< dtype of the storage class the id named
 };
 
+/// First Value::external handle that names a tar tensor rather than a StorageRef.
+inline constexpr std::uint64_t kTarTensorHandle = std::uint64_t{1} << 62;
+
 struct Checkpoint::State {
   std::string path;
   MappedFile file;
@@ -40,6 +44,9 @@ struct Checkpoint::State {
   /// Data of non-zip storages (views of the mapping); empty for zip.
   std::vector<Bytes> stream_bytes;
   std::vector<StorageRef> refs;  ///< Value::external handle -> reference
+  /// Tar format: tensors of the 'tensors' member by key; the object pickle
+  /// refers to the i-th as Value::external(kTarTensorHandle + i).
+  std::map<std::string, Tensor> tar_tensors;
 
   std::vector<Tensor> tensors;
   std::vector<std::string> unknown_globals;
