@@ -73,13 +73,18 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   out["pickle_protocol"] = ckpt.pickle_protocol();
   auto& js = out["storages"] = json::array();
   for (const auto& s : storages) {
-    js.push_back({{"key", s.key},
-                  {"dtype", torch::dtype_name(s.dtype)},
+    json e = {{"key", s.key},
+              {"dtype", torch::dtype_name(s.dtype)},
                   {"numel", s.numel},
                   {"nbytes", s.nbytes},
                   {"location", s.location},
                   {"record", s.record},
-                  {"offset", s.file_offset}});
+                  {"offset", s.file_offset}};
+    if (s.view_of) {
+      e["view_of"] = storages[*s.view_of].key;
+      e["view_offset"] = s.view_offset;
+    }
+    js.push_back(std::move(e));
   }
   auto& jt = out["tensors"] = json::array();
   const auto& tensors = ckpt.tensors();
@@ -170,6 +175,7 @@ void print_table(const torch::Checkpoint& ckpt) {
   std::map<std::string, std::uint64_t> per_location;
   std::uint64_t total = 0;
   for (const auto& s : storages) {
+    if (s.view_of) continue;  // a view's bytes are its root's
     per_location[s.location] += s.nbytes;
     total += s.nbytes;
   }
@@ -183,7 +189,7 @@ void print_table(const torch::Checkpoint& ckpt) {
               ckpt.has_byteorder_record() ? " (record)" : "", ckpt.pickle_protocol());
   for (const auto& h : ckpt.version_hints()) std::printf("  %s\n", h.c_str());
   if (ckpt.unknown_globals().empty()) {
-    std::printf("unknown globals: none (loads with weights_only=True)\n");
+    std::printf("unknown globals: none\n");
   } else {
     std::printf("unknown globals (not on torch's weights_only allowlist):\n");
     for (const auto& g : ckpt.unknown_globals()) std::printf("  %s\n", g.c_str());
