@@ -1,6 +1,7 @@
 // cmd_dis.cpp - `maploc dis`: pickletools-style disassembly of a checkpoint's pickles.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "maploc/error.h"
@@ -15,10 +16,21 @@ namespace {
 // pytorch-format.md §2.1: magic, protocol version, sys_info, the object, the storage keys.
 constexpr int kLegacyPickles = 5;
 
-// A zip archive: one record, data.pkl unless --record names another
+// The archive of a zip file, also one behind prepended bytes (where the
+// first bytes are not PK\3\4); nullopt when the file holds no zip.
+std::optional<zip::Archive> as_archive(const MappedFile& file, ContentKind kind) {
+  if (kind == ContentKind::kZip) return zip::Archive::from_file(file);
+  if (kind != ContentKind::kUnknown) return std::nullopt;
+  try {
+    return zip::Archive::from_file(file);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// One record of a zip: data.pkl unless --record names another
 // (relative to the archive's prefix, or the full name).
-void dis_zip(const MappedFile& file, const std::string& record_name) {
-  auto archive = zip::Archive::from_file(file);
+void dis_zip(const zip::Archive& archive, const std::string& record_name) {
   const zip::Record* record = archive.find(record_name);
   if (record == nullptr) record = &archive.at(record_name);
   const Bytes bytes = archive.read(*record);
@@ -27,12 +39,11 @@ void dis_zip(const MappedFile& file, const std::string& record_name) {
   pickle::disassemble(bytes.span(), std::cout, options);
 }
 
-// A legacy stream: its five pickles back to back, each introduced by a comment line.
+// A legacy stream: its five pickles back to back, as pickletools prints them one after another.
 void dis_legacy(const MappedFile& file) {
   pickle::DisOptions options;
   options.stream_name = file.path;
-  for (int i = 1; i <= kLegacyPickles; ++i) {
-    std::cout << "# pickle " << i << " of " << kLegacyPickles << " at offset " << options.start_offset << "\n";
+  for (int i = 0; i < kLegacyPickles; ++i) {
     options.start_offset = pickle::disassemble(file.bytes.span(), std::cout, options);
   }
 }
@@ -46,8 +57,8 @@ int cmd_dis(const Args& args) {
   const MappedFile file = MappedFile::open(args.positional[0]);
   const auto kind = sniff_content(file.bytes.span().subspan(0, std::min<std::size_t>(file.bytes.size(), 512)));
   const bool has_record = args.has("record");
-  if (kind == ContentKind::kZip) {
-    dis_zip(file, has_record ? args.get("record") : "data.pkl");
+  if (const auto archive = as_archive(file, kind)) {
+    dis_zip(*archive, has_record ? args.get("record") : "data.pkl");
     return kExitOk;
   }
   if (has_record) {

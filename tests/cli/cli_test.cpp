@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+
+#include "maploc/remap/device.h"
 
 namespace {
 
@@ -19,7 +22,7 @@ struct Run {
 };
 
 // Runs the maploc binary with `args` (already shell-quoted where needed).
-Run maploc(const std::string& args) {
+Run run_cli(const std::string& args) {
   const std::string cmd = std::string("'") + MAPLOC_CLI + "' " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -39,17 +42,17 @@ std::string slurp(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("--version and --help exit 0, no command is a usage error", "[cli]") {
-  CHECK(maploc("--version").exit_code == 0);
-  CHECK(maploc("--version").out.rfind("maploc ", 0) == 0);
-  CHECK(maploc("--help").exit_code == 0);
-  CHECK(maploc("").exit_code == 2);
-  CHECK(maploc("frobnicate x").exit_code == 2);
-  CHECK(maploc("ls").exit_code == 2);
+TEST_CASE("version and help flags exit 0, no command is a usage error", "[cli]") {
+  CHECK(run_cli("--version").exit_code == 0);
+  CHECK(run_cli("--version").out.rfind("maploc ", 0) == 0);
+  CHECK(run_cli("--help").exit_code == 0);
+  CHECK(run_cli("").exit_code == 2);
+  CHECK(run_cli("frobnicate x").exit_code == 2);
+  CHECK(run_cli("ls").exit_code == 2);
 }
 
 TEST_CASE("a missing file exits 3 and names the file", "[cli]") {
-  auto r = maploc("ls /nonexistent/model.pt");
+  auto r = run_cli("ls /nonexistent/model.pt");
   CHECK(r.exit_code == 3);
   CHECK(r.out.find("/nonexistent/model.pt") != std::string::npos);
 }
@@ -57,16 +60,46 @@ TEST_CASE("a missing file exits 3 and names the file", "[cli]") {
 TEST_CASE("a web page saved as a checkpoint is called what it is", "[cli]") {
   const fs::path page = fs::temp_directory_path() / "maploc_cli_page.pt";
   { std::ofstream(page) << "<!DOCTYPE html>\n<html><head><title>Sign in</title></head></html>\n"; }
-  auto r = maploc("ls '" + page.string() + "'");
+  auto r = run_cli("ls '" + page.string() + "'");
   CHECK(r.exit_code == 3);
   CHECK(r.out.find("HTML page") != std::string::npos);
   fs::remove(page);
 }
 
-TEST_CASE("ls shows the records of the demo checkpoint", "[cli]") {
-  auto r = maploc("ls " + fixture("checkpoints/gpu_tagged.t113.pt"));
+TEST_CASE("ls shows the demo checkpoint's tensors and tags, --records its zip records", "[cli]") {
+  auto r = run_cli("ls " + fixture("checkpoints/gpu_tagged.t113.pt"));
   CHECK(r.exit_code == 0);
-  CHECK(r.out.find("data.pkl") != std::string::npos);
+  CHECK(r.out.find("0.weight") != std::string::npos);
+  CHECK(r.out.find("cuda:1") != std::string::npos);
+  auto records = run_cli("ls --records " + fixture("checkpoints/gpu_tagged.t113.pt"));
+  CHECK(records.exit_code == 0);
+  CHECK(records.out.find("gpu_tagged.t113/data.pkl") != std::string::npos);
+}
+
+TEST_CASE("plan and load map the cuda-tagged demo onto the CPU, without a map it fails with exit 4", "[cli]") {
+  const std::string file = fixture("checkpoints/gpu_tagged.t113.pt");
+  auto plan = run_cli("plan " + file + " --map-location 'cuda:*->cpu'");
+  CHECK(plan.exit_code == 0);
+  CHECK(plan.out.find("cuda:1     -> cpu") != std::string::npos);
+  auto load = run_cli("load " + file + " --map-location cpu --hash");
+  CHECK(load.exit_code == 0);
+  std::ifstream in(file + ".manifest.json");
+  const auto manifest = nlohmann::json::parse(in);
+  for (const auto& t : manifest["tensors"]) {
+    const std::string line = t["sha256"].get<std::string>() + "  " + t["name"].get<std::string>();
+    CHECK(load.out.find(line) != std::string::npos);
+  }
+  // Without a map the storages go back to cuda:0 and cuda:1: fine with two GPUs, exit 4 otherwise.
+  auto unmapped = run_cli("load " + file);
+  const int gpus = maploc::remap::DeviceInventory::probe().cuda_device_count;
+  if (gpus >= 2) {
+    CHECK(unmapped.exit_code == 0);
+  } else {
+    CHECK(unmapped.exit_code == 4);
+    CHECK(unmapped.out.find(gpus == 0 ? "is tagged cuda:0 but CUDA is not available" : "only 1 CUDA device(s)") !=
+          std::string::npos);
+  }
+  CHECK(run_cli("load " + file + " --map-location gpu").exit_code == 4);
 }
 
 TEST_CASE("dis of every checkpoint equals pickletools' disassembly", "[cli][pickle]") {
@@ -79,7 +112,7 @@ TEST_CASE("dis of every checkpoint equals pickletools' disassembly", "[cli][pick
     const fs::path checkpoint = fixture("checkpoints/" + name);
     if (!fs::exists(checkpoint)) continue;
     INFO(name);
-    auto r = maploc("dis '" + checkpoint.string() + "'");
+    auto r = run_cli("dis '" + checkpoint.string() + "'");
     CHECK(r.exit_code == 0);
     CHECK(r.out == slurp(e.path()));
     ++compared;
@@ -87,16 +120,16 @@ TEST_CASE("dis of every checkpoint equals pickletools' disassembly", "[cli][pick
   CHECK(compared >= 20);
 }
 
-TEST_CASE("dis --record picks a record; a record that is no pickle is a clear error", "[cli][pickle]") {
+TEST_CASE("dis with --record picks a record, a record that is no pickle is a clear error", "[cli][pickle]") {
   const std::string file = fixture("checkpoints/nested_training.t113.pt");
-  auto pkl = maploc("dis " + file + " --record data.pkl");
+  auto pkl = run_cli("dis " + file + " --record data.pkl");
   CHECK(pkl.exit_code == 0);
   CHECK(pkl.out.find("STOP") != std::string::npos);
-  CHECK(maploc("dis " + file + " --record nested_training.t113/data.pkl").out == pkl.out);
-  auto missing = maploc("dis " + file + " --record nope.pkl");
+  CHECK(run_cli("dis " + file + " --record nested_training.t113/data.pkl").out == pkl.out);
+  auto missing = run_cli("dis " + file + " --record nope.pkl");
   CHECK(missing.exit_code == 3);
   CHECK(missing.out.find("nope.pkl") != std::string::npos);
-  auto version = maploc("dis " + file + " --record version");
+  auto version = run_cli("dis " + file + " --record version");
   CHECK(version.exit_code == 3);
   CHECK(version.out.find("pickle:") != std::string::npos);
 }

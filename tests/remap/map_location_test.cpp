@@ -131,7 +131,7 @@ TEST_CASE("unknown tags must be mapped", "[remap]") {
         std::vector<std::string>{"cpu", "cpu", "cpu", "cpu"});
 }
 
-TEST_CASE("name rules place storages by tensor name; conflicts are errors", "[remap]") {
+TEST_CASE("name rules place storages by tensor name, conflicts are errors", "[remap]") {
   Fixture f;
   auto refs = f.refs();
   CHECK(spell(decide(refs, MapLocation::parse("name:fc.*->cuda:1,*->cuda:0"), gpus(2))) ==
