@@ -63,9 +63,11 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
   }
   if (moving.empty()) return;
   // The same checks as load(): CUDA present, index in range (names the storage).
+  std::vector<std::string> keys;  // StorageRef holds views: keep the strings alive
+  for (std::size_t k : moving) keys.push_back("#" + std::to_string(k));
   std::vector<StorageRef> refs;
   for (std::size_t k = 0; k < moving.size(); ++k) {
-    refs.push_back({std::to_string(moving[k]), "", storages_[moving[k]].nbytes, "", names[k]});
+    refs.push_back({keys[k], "", storages_[moving[k]].nbytes, "", names[k]});
   }
   decide(refs, MapLocation::all_to(device.str()), inventory_);
 

@@ -52,6 +52,7 @@ void Sha256::block(const std::uint8_t* p) {
 }
 
 void Sha256::update(std::span<const std::uint8_t> data) {
+  if (data.empty()) return;  // data() may be null, which memcpy must not see
   total_ += data.size();
   std::size_t i = 0;
   if (buf_len_ > 0) {

@@ -21,7 +21,7 @@ TEST_CASE("sniff recognises what users download by mistake", "[support]") {
   CHECK(sniff("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n") ==
         ContentKind::kGitLfsPointer);
   CHECK(sniff("\x93NUMPY\x01\x00") == ContentKind::kNumpy);
-  CHECK(sniff(std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":1}   ", 24)) == ContentKind::kSafetensors);
+  CHECK(sniff(std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":1}   ", 18)) == ContentKind::kSafetensors);
   CHECK(sniff("PYTORCH1....") == ContentKind::kTorchPreview);
   CHECK(sniff("hello world") == ContentKind::kUnknown);
 }
