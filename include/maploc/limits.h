@@ -30,6 +30,16 @@ struct Limits {
   std::uint64_t pickle_max_container_items = 1u << 26;
   /// Total bytes the machine may allocate for values while reading one stream.
   std::uint64_t pickle_max_total_bytes = std::uint64_t{1} << 32;
+
+  // torch
+  /// Most dimensions a tensor may have (torch's own cap is 64 dims).
+  /// Raises kTorchBadTensor (kTorchBadTar in the 0.1.x tar format).
+  std::uint64_t torch_max_rank = 64;
+  /// Most object paths the tensor walk may visit. Containers shared through
+  /// the memo are walked once per path, so a few KB of pickle can name 2^60
+  /// paths (billion laughs); 2^26 is far above a 1M-tensor state_dict.
+  /// Raises kPickleLimitContainerItems.
+  std::uint64_t torch_max_walk_paths = std::uint64_t{1} << 26;
 };
 
 }  // namespace maploc

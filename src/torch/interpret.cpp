@@ -14,7 +14,6 @@ using pickle::Value;
 
 // Paths a walk may visit before it is treated as an expansion attack (a
 // memoized list holding itself twice, nested a thousand times).
-constexpr std::uint64_t kMaxWalkSteps = std::uint64_t{1} << 26;
 
 bool is_global(const Value& v, std::string_view module, std::string_view name) {
   return v.is(Kind::kGlobal) && v.is_global(module, name);
@@ -131,10 +130,11 @@ void Interpreter::step(const std::string& name, std::size_t depth) {
              std::to_string(state_.options.limits.pickle_max_nesting_depth) + ")",
          name);
   }
-  if (++steps_ > kMaxWalkSteps) {
+  if (++steps_ > state_.options.limits.torch_max_walk_paths) {
     fail(ErrorCode::kPickleLimitContainerItems,
-         "the object tree expands to more than " + std::to_string(kMaxWalkSteps) +
-             " paths (shared containers nested into an expansion)",
+         "the object tree expands to more than Limits::torch_max_walk_paths (" +
+             std::to_string(state_.options.limits.torch_max_walk_paths) +
+             ") paths (shared containers nested into an expansion)",
          name);
   }
 }

@@ -11,7 +11,6 @@ using pickle::Kind;
 using pickle::Value;
 
 // Tensors of higher rank are rejected before their shape is copied.
-constexpr std::size_t kMaxRank = 64;
 
 bool is_global(const Value& v, std::string_view module, std::string_view name) {
   return v.is(Kind::kGlobal) && v.is_global(module, name);
@@ -61,15 +60,16 @@ std::size_t Interpreter::push(Tensor t) {
 
 namespace {
 
-// int64 list from a tuple/list of ints or a torch.Size(tuple) call.
-bool int_list(const Value& v, std::vector<std::int64_t>& out) {
+// int64 list from a tuple/list of ints or a torch.Size(tuple) call, at most
+// max_rank long (Limits::torch_max_rank; validate() names the limit).
+bool int_list(const Value& v, std::vector<std::int64_t>& out, std::uint64_t max_rank) {
   const Value* seq = &v;
   if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && is_global(v.callable(), "torch", "Size") &&
       v.args().is(Kind::kTuple) && v.args().size() == 1) {
     seq = &v.args()[0];
   }
   if (!seq->is(Kind::kTuple) && !seq->is(Kind::kList)) return false;
-  if (seq->size() > kMaxRank) return false;
+  if (seq->size() > max_rank) return false;
   out.clear();
   for (const auto& e : seq->elements()) {
     if (!e.is(Kind::kInt) || e.is_big_int()) return false;
@@ -103,8 +103,8 @@ std::size_t Interpreter::strided(const Value& storage, const Value& offset, cons
   t.dtype = dtype.value_or(ref.dtype);
   t.storage = ref.storage;
   if (!int_of(offset, t.storage_offset)) bad(name, "storage_offset is not an int64");
-  if (!int_list(size, t.shape)) bad(name, "size is not a tuple of at most 64 int64s");
-  if (!int_list(stride, t.stride)) bad(name, "stride is not a tuple of at most 64 int64s");
+  if (!int_list(size, t.shape, state_.options.limits.torch_max_rank)) bad(name, "size is not a tuple of at most Limits::torch_max_rank int64s");
+  if (!int_list(stride, t.stride, state_.options.limits.torch_max_rank)) bad(name, "stride is not a tuple of at most Limits::torch_max_rank int64s");
   if (t.shape.size() != t.stride.size()) {
     bad(name, "size has " + std::to_string(t.shape.size()) + " dims but stride has " +
                   std::to_string(t.stride.size()));
@@ -259,7 +259,7 @@ std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Val
     const auto dtype = dtype_of(arg(args, 0));
     if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 0)), name);
     t.dtype = *dtype;
-    if (!int_list(arg(args, 1), t.shape) || !int_list(arg(args, 2), t.stride)) bad(name, "size/stride are not int tuples");
+    if (!int_list(arg(args, 1), t.shape, state_.options.limits.torch_max_rank) || !int_list(arg(args, 2), t.stride, state_.options.limits.torch_max_rank)) bad(name, "size/stride are not int tuples");
     const auto idx = push(std::move(t));
     set_grad(idx, arg(args, 3));
     return idx;
@@ -273,7 +273,7 @@ std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Val
     const auto dtype = dtype_of(arg(args, 1));
     if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 1)), name);
     t.dtype = *dtype;
-    if (!int_list(arg(args, 2), t.shape) || !int_list(arg(args, 3), t.stride) || !int_of(arg(args, 4), t.storage_offset)) {
+    if (!int_list(arg(args, 2), t.shape, state_.options.limits.torch_max_rank) || !int_list(arg(args, 3), t.stride, state_.options.limits.torch_max_rank) || !int_of(arg(args, 4), t.storage_offset)) {
       bad(name, "size/stride/storage_offset are not ints");
     }
     t.device = device_text(arg(args, 6));
@@ -300,7 +300,7 @@ std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Val
                                                !nd.build_states().empty()) {
       // numpy ndarray BUILD state (version, shape, dtype, is_fortran, raw bytes).
       const Value& st = nd.build_states().back();
-      if (st.is(Kind::kTuple) && st.size() >= 2) int_list(st[1], state_.tensors[idx].shape);
+      if (st.is(Kind::kTuple) && st.size() >= 2) int_list(st[1], state_.tensors[idx].shape, state_.options.limits.torch_max_rank);
     }
     return idx;
   }
@@ -375,13 +375,13 @@ std::size_t Interpreter::sparse(const Value& args, const std::string& name, std:
     if (!data.is(Kind::kTuple) || data.size() < 3 || data.size() > 4) bad(name, "COO data is not (indices, values, size[, is_coalesced])");
     add_component(idx, "indices", data[0], name, depth);
     add_component(idx, "values", data[1], name, depth);
-    if (!int_list(data[2], state_.tensors[idx].shape)) bad(name, "sparse size is not an int tuple");
+    if (!int_list(data[2], state_.tensors[idx].shape, state_.options.limits.torch_max_rank)) bad(name, "sparse size is not an int tuple");
   } else {
     if (!data.is(Kind::kTuple) || data.size() != 4) bad(name, "compressed sparse data is not (compressed, plain, values, size)");
     add_component(idx, std::string(found->compressed), data[0], name, depth);
     add_component(idx, std::string(found->plain), data[1], name, depth);
     add_component(idx, "values", data[2], name, depth);
-    if (!int_list(data[3], state_.tensors[idx].shape)) bad(name, "sparse size is not an int tuple");
+    if (!int_list(data[3], state_.tensors[idx].shape, state_.options.limits.torch_max_rank)) bad(name, "sparse size is not an int tuple");
   }
   const auto& comps = state_.tensors[idx].components;
   state_.tensors[idx].dtype = state_.tensors[comps[comps.size() - 1].tensor].dtype;

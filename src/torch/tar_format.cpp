@@ -161,7 +161,10 @@ void read_tar(Checkpoint::State& st) {
     x.dtype = st.refs[it->second].dtype;
     const std::uint64_t word = tc.u64();  // i32 ndim + 4 padding bytes
     const std::uint64_t ndim = word & 0xffffffffu;
-    if (ndim > 64) bad_tar(st, "tensor rank " + std::to_string(ndim) + " above 64", tc.pos);
+    if (ndim > st.options.limits.torch_max_rank) {
+      bad_tar(st, "tensor rank " + std::to_string(ndim) + " above Limits::torch_max_rank (" +
+                      std::to_string(st.options.limits.torch_max_rank) + ")", tc.pos);
+    }
     for (std::uint64_t d = 0; d < ndim; ++d) x.shape.push_back(tc.i64());
     for (std::uint64_t d = 0; d < ndim; ++d) x.stride.push_back(tc.i64());
     x.storage_offset = tc.i64();

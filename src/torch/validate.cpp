@@ -9,7 +9,6 @@ namespace maploc::torch {
 namespace {
 
 constexpr std::uint64_t kMaxI64 = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-constexpr std::size_t kMaxRank = 64;
 
 std::string dims(const std::vector<std::int64_t>& v) {
   std::string out = "[";
@@ -22,10 +21,10 @@ std::string describe(const Tensor& t) {
          " storage_offset " + std::to_string(t.storage_offset);
 }
 
-void check_geometry(const Tensor& t) {
-  if (t.shape.size() > kMaxRank) {
+void check_geometry(const Tensor& t, std::uint64_t max_rank) {
+  if (t.shape.size() > max_rank) {
     fail(ErrorCode::kTorchBadTensor, "tensor '" + t.name + "' has rank " + std::to_string(t.shape.size()) +
-                                         " (at most " + std::to_string(kMaxRank) + ")", t.name);
+                                         " (at most Limits::torch_max_rank = " + std::to_string(max_rank) + ")", t.name);
   }
   if (!t.stride.empty() && t.stride.size() != t.shape.size()) {
     fail(ErrorCode::kTorchBadTensor, "tensor '" + t.name + "': size and stride differ in rank", t.name);
@@ -88,7 +87,7 @@ void check_record(const Checkpoint::State& st, std::size_t s, const std::string&
 void validate(Checkpoint::State& st) {
   std::vector<bool> checked(st.storages.size(), false);
   for (const Tensor& t : st.tensors) {
-    check_geometry(t);
+    check_geometry(t, st.options.limits.torch_max_rank);
     if (!t.storage) continue;
     const std::size_t s = *t.storage;
     if (!checked[s]) {
