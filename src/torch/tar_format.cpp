@@ -25,7 +25,8 @@ std::map<std::string, Member> members(const Checkpoint::State& st) {
   std::map<std::string, Member> out;
   const Bytes& b = st.file.bytes;
   std::uint64_t pos = 0;
-  while (b.size() - pos >= kBlock) {
+  // pos may pass the end when the last member is not padded to a whole block.
+  while (pos <= b.size() && b.size() - pos >= kBlock) {
     const std::uint8_t* h = b.data() + pos;
     if (h[0] == 0) break;  // end-of-archive blocks
     std::uint64_t size = 0;
