@@ -19,6 +19,7 @@ enum class ErrorCode : std::uint16_t {
   kIoRead = 2,         ///< reading the file failed
   kIoWrite = 3,        ///< writing a file failed
   kInvalidArgument = 4,///< an API argument is out of its documented range
+  kIoNoSpace = 5,      ///< writing stopped because the disk or the file-size limit (RLIMIT_FSIZE) is full
 
   // zip
   kZipNotZip = 100,             ///< no end-of-central-directory record: truncated or not a zip
@@ -40,6 +41,8 @@ enum class ErrorCode : std::uint16_t {
   kZipSizeMismatch = 116,       ///< inflated size differs from the declared size
   kZipRecordTooLarge = 117,     ///< an inflated record exceeds Limits::zip_max_inflated_bytes
   kZipBadCentralDirectory = 118,///< the central directory is malformed
+  kZipWriterMisuse = 119,       ///< zip::Writer: a record's bytes differ from its declared size, or a call out of order
+  kZipCrcMismatch = 120,        ///< a record's CRC-32 differs from the one its writer stored
 
   // pickle (codes 200-299 are owned by src/pickle)
   kPickleTruncated = 200,       ///< the stream ends inside an opcode or before STOP
@@ -58,6 +61,7 @@ enum class ErrorCode : std::uint16_t {
   kPickleLimitContainerItems = 214, ///< Limits::pickle_max_container_items exceeded
   kPickleLimitTotalBytes = 215, ///< Limits::pickle_max_total_bytes exceeded
   kPicklePersistentId = 216,    ///< the persistent-id callback rejected an id or none was given
+  kPickleUnwritable = 217,      ///< pickle::write met a value it cannot emit (an external handle without a callback)
 
   // torch (codes 300-399 are owned by src/torch)
   kTorchNotCheckpoint = 300,    ///< the content is not a torch checkpoint (the message says what it looks like)
@@ -72,6 +76,8 @@ enum class ErrorCode : std::uint16_t {
   kTorchBadTensor = 309,        ///< rebuild arguments of the wrong shape or kind (negative stride, rank too high, ...)
   kTorchTensorOutOfBounds = 310,///< a tensor's elements reach past the end of its storage
   kTorchStorageConflict = 311,  ///< one storage key referenced with incompatible sizes
+  kTorchBadSafetensors = 312,   ///< a .safetensors file whose header or data ranges are malformed
+  kTorchNotConvertible = 313,   ///< a tensor or dtype the target format cannot hold (sparse to safetensors, ...)
 
   // remap (codes 400-499 are owned by src/remap)
   kRemapCudaUnavailable = 400,  ///< a storage must go to CUDA but no CUDA device is usable
@@ -83,6 +89,7 @@ enum class ErrorCode : std::uint16_t {
   kRemapCudaNotBuilt = 406,     ///< CUDA or pinned placement asked of a build without CUDA
   kRemapDevice = 407,           ///< the CUDA runtime failed (allocation, copy, synchronisation)
   kRemapStateDictMismatch = 408,///< load_into: missing/unexpected names, or a dtype/shape mismatch
+  kRemapBadRewriteTarget = 409, ///< a location rewrite to a device no file can be tagged with (meta)
 };
 
 /// Pipeline stage in which an error was raised.

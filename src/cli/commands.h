@@ -37,6 +37,15 @@ int cmd_plan(const Args& args);
 /// `maploc load FILE [--map-location SPEC] [...]`: place every storage, report, hash.
 int cmd_load(const Args& args);
 
+/// `maploc remap IN OUT --map-location SPEC`: a new archive with rewritten location tags.
+int cmd_remap(const Args& args);
+
+/// `maploc convert IN OUT`: to and from safetensors.
+int cmd_convert(const Args& args);
+
+/// `maploc verify FILE`: check a checkpoint without loading it.
+int cmd_verify(const Args& args);
+
 /// The --map-location option (none when absent).
 remap::MapLocation map_location_of(const Args& args);
 

@@ -36,6 +36,7 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kIoRead, "kIoRead"},
     {ErrorCode::kIoWrite, "kIoWrite"},
     {ErrorCode::kInvalidArgument, "kInvalidArgument"},
+    {ErrorCode::kIoNoSpace, "kIoNoSpace"},
     {ErrorCode::kZipNotZip, "kZipNotZip"},
     {ErrorCode::kZipTruncated, "kZipTruncated"},
     {ErrorCode::kZipBadSignature, "kZipBadSignature"},
@@ -55,6 +56,8 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kZipSizeMismatch, "kZipSizeMismatch"},
     {ErrorCode::kZipRecordTooLarge, "kZipRecordTooLarge"},
     {ErrorCode::kZipBadCentralDirectory, "kZipBadCentralDirectory"},
+    {ErrorCode::kZipWriterMisuse, "kZipWriterMisuse"},
+    {ErrorCode::kZipCrcMismatch, "kZipCrcMismatch"},
     {ErrorCode::kPickleTruncated, "kPickleTruncated"},
     {ErrorCode::kPickleUnknownOpcode, "kPickleUnknownOpcode"},
     {ErrorCode::kPickleStackUnderflow, "kPickleStackUnderflow"},
@@ -71,6 +74,7 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kPickleLimitContainerItems, "kPickleLimitContainerItems"},
     {ErrorCode::kPickleLimitTotalBytes, "kPickleLimitTotalBytes"},
     {ErrorCode::kPicklePersistentId, "kPicklePersistentId"},
+    {ErrorCode::kPickleUnwritable, "kPickleUnwritable"},
     {ErrorCode::kTorchNotCheckpoint, "kTorchNotCheckpoint"},
     {ErrorCode::kTorchPreviewFormat, "kTorchPreviewFormat"},
     {ErrorCode::kTorchUnsupportedFormat, "kTorchUnsupportedFormat"},
@@ -83,6 +87,8 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kTorchBadTensor, "kTorchBadTensor"},
     {ErrorCode::kTorchTensorOutOfBounds, "kTorchTensorOutOfBounds"},
     {ErrorCode::kTorchStorageConflict, "kTorchStorageConflict"},
+    {ErrorCode::kTorchBadSafetensors, "kTorchBadSafetensors"},
+    {ErrorCode::kTorchNotConvertible, "kTorchNotConvertible"},
     {ErrorCode::kRemapCudaUnavailable, "kRemapCudaUnavailable"},
     {ErrorCode::kRemapNoSuchDevice, "kRemapNoSuchDevice"},
     {ErrorCode::kRemapUnknownTag, "kRemapUnknownTag"},
@@ -92,6 +98,7 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kRemapCudaNotBuilt, "kRemapCudaNotBuilt"},
     {ErrorCode::kRemapDevice, "kRemapDevice"},
     {ErrorCode::kRemapStateDictMismatch, "kRemapStateDictMismatch"},
+    {ErrorCode::kRemapBadRewriteTarget, "kRemapBadRewriteTarget"},
 };
 
 }  // namespace

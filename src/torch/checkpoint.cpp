@@ -57,10 +57,11 @@ void read_any(Checkpoint::State& st) {
     case ContentKind::kTorchMobile:
       fail(ErrorCode::kTorchUnsupportedFormat,
            "a TorchScript-mobile flatbuffer (PTMF), which maploc does not read", st.path);
+    case ContentKind::kSafetensors:
+      return read_safetensors(st);
     case ContentKind::kEmpty:
     case ContentKind::kHtml:
     case ContentKind::kGitLfsPointer:
-    case ContentKind::kSafetensors:
     case ContentKind::kNumpy:
       not_a_checkpoint(st, kind);
     case ContentKind::kPickle:
@@ -82,6 +83,7 @@ std::string_view format_name(Format format) noexcept {
     case Format::kLegacy: return "legacy";
     case Format::kTar: return "tar";
     case Format::kTorchScript: return "torchscript";
+    case Format::kSafetensors: return "safetensors";
   }
   return "zip";
 }
@@ -103,7 +105,7 @@ Checkpoint Checkpoint::from_file(MappedFile file, const Options& options) {
   st->file = std::move(file);
   st->options = options;
   read_any(*st);
-  interpret(*st);
+  if (st->format != Format::kSafetensors) interpret(*st);
   validate(*st);
   if (st->storages.empty() && st->tensors.empty()) st->diagnose("the checkpoint holds no storages");
   return Checkpoint(std::move(st));
@@ -120,6 +122,35 @@ const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { r
 const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
 const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }
 const pickle::Value& Checkpoint::constants_root() const noexcept { return state_->constants_root; }
+
+const zip::Archive* Checkpoint::archive() const noexcept {
+  return state_->archive ? &*state_->archive : nullptr;
+}
+
+const std::vector<std::pair<std::string, std::string>>& Checkpoint::metadata() const noexcept {
+  return state_->metadata;
+}
+
+Checkpoint::PickleSpan Checkpoint::object_pickle() const {
+  const State& st = *state_;
+  if (st.archive && (st.format == Format::kZip || st.format == Format::kTorchScript)) {
+    const zip::Record& rec = st.archive->at("data.pkl");
+    return {st.archive->read(rec), 0, rec.name};
+  }
+  if (st.format == Format::kLegacy) {
+    // The object is the fourth pickle of the stream (§2.1); the first three
+    // were checked on open, so walking them again cannot fail differently.
+    pickle::Options po;
+    po.limits = st.options.limits;
+    po.stream_name = st.path;
+    po.allow_trailing = true;
+    for (int i = 0; i < 3; ++i) po.start_offset = pickle::run(st.file.bytes, po).end_offset();
+    return {st.file.bytes, po.start_offset, st.path};
+  }
+  throw Error(ErrorCode::kInvalidArgument, Stage::kTorch,
+              std::string("a ") + std::string(format_name(st.format)) + " checkpoint has no single object pickle",
+              std::nullopt, st.path);
+}
 
 std::optional<std::size_t> Checkpoint::storage_of_handle(std::uint64_t handle) const noexcept {
   if (handle >= state_->refs.size()) return std::nullopt;

@@ -91,6 +91,8 @@ std::size_t element_size(DType dtype) noexcept { return info(dtype).size; }
 
 std::size_t swap_unit(DType dtype) noexcept { return info(dtype).swap; }
 
+std::string_view python_storage_name(DType dtype) noexcept { return info(dtype).python_storage; }
+
 std::optional<DType> dtype_from_storage_type(std::string_view module, std::string_view name) noexcept {
   if (name == "UntypedStorage" && (module == "torch.storage" || module == "torch")) return DType::kUInt8;
   // torch.cuda.FloatStorage and friends are never written (§4.4) but are

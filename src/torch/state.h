@@ -51,6 +51,8 @@ struct Checkpoint::State {
   std::vector<Tensor> tensors;
   std::vector<std::string> unknown_globals;
   std::vector<std::string> hints;
+  /// Safetensors `__metadata__`, in file order.
+  std::vector<std::pair<std::string, std::string>> metadata;
 
   std::vector<pickle::Result> results;  ///< keeps every pickle tree alive
   pickle::Value root;
@@ -67,6 +69,8 @@ struct Checkpoint::State {
 void read_zip(Checkpoint::State& state);
 void read_legacy(Checkpoint::State& state);
 void read_tar(Checkpoint::State& state);
+/// Safetensors fills tensors too (one dense tensor per storage); no pickle.
+void read_safetensors(Checkpoint::State& state);
 
 /// Walks root (and constants_root) into State::tensors (interpret.cpp).
 void interpret(Checkpoint::State& state);

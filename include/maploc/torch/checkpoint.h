@@ -16,6 +16,7 @@
 #include "maploc/pickle/value.h"
 #include "maploc/torch/storage.h"
 #include "maploc/torch/tensor.h"
+#include "maploc/zip/archive.h"
 
 namespace maploc::torch {
 
@@ -25,9 +26,10 @@ enum class Format : std::uint8_t {
   kLegacy,       ///< the magic-number pickle stream (0.4-1.5, _use_new_zipfile_serialization=False)
   kTar,          ///< torch 0.1.x: a tar of 'storages', 'tensors' and 'pickle'
   kTorchScript,  ///< torch.jit.save: data.pkl + constants.pkl (code/ is never run)
+  kSafetensors,  ///< a .safetensors file: one storage per tensor, all tagged cpu (docs/write.md)
 };
 
-/// "zip", "legacy", "tar", "torchscript".
+/// "zip", "legacy", "tar", "torchscript", "safetensors".
 std::string_view format_name(Format format) noexcept;
 
 /// Byte order of the storage bytes on disk.
@@ -105,6 +107,25 @@ class Checkpoint {
   const pickle::Value& root() const noexcept;
   /// TorchScript only: the constants.pkl tuple (None otherwise).
   const pickle::Value& constants_root() const noexcept;
+  /// The zip archive of kZip and kTorchScript checkpoints, nullptr for the
+  /// other formats. Lives as long as the Checkpoint.
+  const zip::Archive* archive() const noexcept;
+
+  /// Where the main object pickle lies, for tools that re-read or rewrite it.
+  struct PickleSpan {
+    Bytes stream;              ///< the bytes holding it (data.pkl, or the whole legacy stream)
+    std::uint64_t start = 0;   ///< offset of its first opcode in `stream`
+    std::string name;          ///< for messages ("archive/data.pkl", the file)
+  };
+  /// The object pickle of kZip, kTorchScript (data.pkl) and kLegacy (the
+  /// fourth pickle of the stream) checkpoints. Raises kInvalidArgument for
+  /// kTar and kSafetensors, which have no single object pickle to rewrite.
+  PickleSpan object_pickle() const;
+
+  /// For kSafetensors: the header's `__metadata__` (string to string), in
+  /// file order; empty for the other formats.
+  const std::vector<std::pair<std::string, std::string>>& metadata() const noexcept;
+
   /// The storage index a Value::external handle of root() refers to.
   std::optional<std::size_t> storage_of_handle(std::uint64_t handle) const noexcept;
 

@@ -47,4 +47,9 @@ std::size_t swap_unit(DType dtype) noexcept;
 /// "torch.storage"."UntypedStorage" (uint8). nullopt when unknown.
 std::optional<DType> dtype_from_storage_type(std::string_view module, std::string_view name) noexcept;
 
+/// The class torch.save names for a dtype's typed storage ("FloatStorage",
+/// module "torch"), empty for dtypes saved as torch.storage.UntypedStorage
+/// with _rebuild_tensor_v3 (float8, uint16, complex32, ...).
+std::string_view python_storage_name(DType dtype) noexcept;
+
 }  // namespace maploc::torch

@@ -1,0 +1,64 @@
+// safetensors.h - the safetensors format: dtype names, and writing a checkpoint's tensors as one.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "maploc/torch/checkpoint.h"
+#include "maploc/zip/writer.h"
+
+namespace maploc::torch {
+
+/// Largest header a safetensors file may declare (the format's own cap, 100 MB).
+inline constexpr std::uint64_t kSafetensorsMaxHeader = 100'000'000;
+
+/// Metadata key prefix recording a tied tensor: "maploc.tied.<name>" -> "<name written>".
+inline constexpr std::string_view kTiedPrefix = "maploc.tied.";
+
+/// The safetensors dtype string of a dtype ("F32", "BF16", "F8_E4M3", "C64"),
+/// nullopt for dtypes the format cannot hold (complex128, quantized, bits, ...).
+std::optional<std::string_view> safetensors_dtype(DType dtype) noexcept;
+
+/// The dtype of a safetensors dtype string, nullopt when maploc does not know it.
+std::optional<DType> dtype_from_safetensors(std::string_view name) noexcept;
+
+/// How to write a safetensors file.
+struct SafetensorsOptions {
+  /// false (default): a tensor that is exactly another one (same storage,
+  /// offset, shape, stride, dtype: tied weights) is written once and
+  /// recorded in `__metadata__` as "maploc.tied.<name>": "<kept name>";
+  /// true: every tensor gets its own copy of the bytes.
+  bool duplicate_tied = false;
+  /// Extra `__metadata__` entries (written after maploc's own).
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+/// What was written.
+struct SafetensorsReport {
+  std::size_t tensors = 0;       ///< tensors with bytes of their own
+  std::uint64_t data_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> tied;  ///< (name, kept name)
+};
+
+/// Writes the dense tensors of `checkpoint` as safetensors: an 8-byte
+/// little-endian header size, a JSON header (dtype, shape, data_offsets per
+/// tensor; `__metadata__` with "format": "pt" and the source), padded with
+/// spaces to a multiple of 8, then every tensor's values contiguous and
+/// little-endian (views are made contiguous, big-endian files swapped).
+/// Tensors are ordered by element size, largest first, so each one starts
+/// aligned to its element size. Raises kTorchNotConvertible for a tensor
+/// safetensors cannot hold (sparse, quantized, nested, meta, conj/neg bit,
+/// an unsupported dtype), naming it; sink errors.
+SafetensorsReport write_safetensors(const Checkpoint& checkpoint, const zip::Sink& sink,
+                                    const SafetensorsOptions& options = {});
+
+/// write_safetensors() into `out` through an AtomicFile (all or nothing).
+SafetensorsReport save_safetensors(const Checkpoint& checkpoint, const std::filesystem::path& out,
+                                   const SafetensorsOptions& options = {});
+
+}  // namespace maploc::torch

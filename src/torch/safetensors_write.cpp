@@ -1,0 +1,107 @@
+// safetensors_write.cpp - a checkpoint's dense tensors as a safetensors file, tied weights written once.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "maploc/atomic_file.h"
+#include "maploc/torch/hash.h"
+#include "maploc/torch/safetensors.h"
+#include "torch/json_subset.h"
+#include "torch/state.h"
+
+namespace maploc::torch {
+namespace {
+
+struct Item {
+  const Tensor* tensor;
+  std::string_view st_dtype;
+  std::uint64_t nbytes;
+};
+
+void check_convertible(const Tensor& t) {
+  auto refuse = [&](const std::string& why) {
+    fail(ErrorCode::kTorchNotConvertible, "tensor '" + t.name + "' cannot go into a safetensors file: " + why, t.name);
+  };
+  if ((t.kind != TensorKind::kDense && t.kind != TensorKind::kStorage) || !t.storage) {
+    refuse(std::string("it is ") + std::string(tensor_kind_name(t.kind)) + "; safetensors holds dense tensors only");
+  }
+  if (t.conj || t.neg) refuse("it carries a lazy conj/neg bit");
+  if (!safetensors_dtype(t.dtype)) refuse("safetensors has no dtype for " + std::string(dtype_name(t.dtype)));
+}
+
+std::string metadata_json(const std::vector<std::pair<std::string, std::string>>& md) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < md.size(); ++i) {
+    if (i) out += ",";
+    out += json::quote(md[i].first) + ":" + json::quote(md[i].second);
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+SafetensorsReport write_safetensors(const Checkpoint& c, const zip::Sink& sink, const SafetensorsOptions& options) {
+  SafetensorsReport report;
+  std::vector<Item> items;
+  // A tensor identical in storage and geometry to an earlier one is a tie.
+  using Geometry = std::tuple<std::size_t, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>, DType>;
+  std::map<Geometry, std::string> seen;
+  std::vector<std::pair<std::string, std::string>> md = {{"format", "pt"},
+                                                         {"maploc.source_format", std::string(format_name(c.format()))}};
+  for (const Tensor& t : c.tensors()) {
+    if (t.is_component) continue;
+    check_convertible(t);
+    if (t.name == "__metadata__") {
+      fail(ErrorCode::kTorchNotConvertible, "a tensor named '__metadata__' clashes with the safetensors header key",
+           t.name);
+    }
+    const Geometry g{*t.storage, t.storage_offset, t.shape, t.stride, t.dtype};
+    if (!options.duplicate_tied) {
+      auto [it, fresh] = seen.emplace(g, t.name);
+      if (!fresh) {
+        report.tied.emplace_back(t.name, it->second);
+        md.emplace_back(std::string(kTiedPrefix) + t.name, it->second);
+        continue;
+      }
+    }
+    items.push_back({&t, *safetensors_dtype(t.dtype), t.numel() * element_size(t.dtype)});
+  }
+  md.insert(md.end(), options.metadata.begin(), options.metadata.end());
+  // Largest elements first keeps every tensor aligned to its element size.
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return element_size(a.tensor->dtype) > element_size(b.tensor->dtype);
+  });
+  std::string header = "{\"__metadata__\":" + metadata_json(md);
+  std::uint64_t offset = 0;
+  for (const Item& it : items) {
+    header += "," + json::quote(it.tensor->name) + ":{\"dtype\":\"" + std::string(it.st_dtype) + "\",\"shape\":[";
+    for (std::size_t d = 0; d < it.tensor->shape.size(); ++d) {
+      header += (d ? "," : "") + std::to_string(it.tensor->shape[d]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + it.nbytes) + "]}";
+    offset += it.nbytes;
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  std::uint8_t size_le[8];
+  for (int i = 0; i < 8; ++i) size_le[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
+  sink(size_le);
+  sink({reinterpret_cast<const std::uint8_t*>(header.data()), header.size()});
+  for (const Item& it : items) {
+    const Bytes raw = c.storage_bytes(*it.tensor->storage);
+    for_each_value_chunk(*it.tensor, raw, c.byteorder(), sink);
+    ++report.tensors;
+    report.data_bytes += it.nbytes;
+  }
+  return report;
+}
+
+SafetensorsReport save_safetensors(const Checkpoint& c, const std::filesystem::path& out,
+                                   const SafetensorsOptions& options) {
+  AtomicFile file = AtomicFile::create(out);
+  SafetensorsReport report = write_safetensors(c, [&file](std::span<const std::uint8_t> b) { file.write(b); }, options);
+  file.commit();
+  return report;
+}
+
+}  // namespace maploc::torch

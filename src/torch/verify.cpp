@@ -1,0 +1,149 @@
+// verify.cpp - container, CRC, pickle and tensor checks with messages for people, cut downloads measured.
+#include "maploc/torch/verify.h"
+
+#include <cstdio>
+
+#include "maploc/error.h"
+#include "maploc/pickle/machine.h"
+#include "maploc/sniff.h"
+#include "maploc/zip/crc32.h"
+#include "support/little_endian.h"
+#include "torch/storage_table.h"
+
+namespace maploc::torch {
+namespace {
+
+std::string human(std::uint64_t n) {
+  char buf[32];
+  if (n >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(n) / 1e9);
+  else if (n >= 1'000'000) std::snprintf(buf, sizeof buf, "%.0f MB", static_cast<double>(n) / 1e6);
+  else if (n >= 1'000) std::snprintf(buf, sizeof buf, "%.0f kB", static_cast<double>(n) / 1e3);
+  else std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+// A zip whose end records are gone: read the first local header (torch
+// writes data.pkl first), run its pickle to STOP, and add up the storage
+// sizes its persistent ids declare. The file must hold at least that much.
+void measure_cut_zip(const Bytes& file, VerifyReport& r, const Limits& limits) {
+  const std::uint8_t* p = file.data();
+  const std::uint64_t size = file.size();
+  if (size < 30 || detail::load_u32(p) != 0x04034B50) return;
+  const std::uint64_t data = 30 + std::uint64_t{detail::load_u16(p + 26)} + detail::load_u16(p + 28);
+  if (data > size) return;
+  std::uint64_t needed = 0;
+  std::size_t storages = 0;
+  pickle::Options po;
+  po.limits = limits;
+  po.allow_trailing = true;
+  po.persistent_load = [&](const pickle::Value& pid, std::uint64_t) -> std::optional<pickle::Value> {
+    if (pid.is(pickle::Kind::kTuple) && pid.size() >= 5 && pid[1].is(pickle::Kind::kGlobal) &&
+        pid[4].is(pickle::Kind::kInt) && !pid[4].is_big_int()) {
+      const auto dt = dtype_from_storage_type(pid[1].global_module(), pid[1].global_name());
+      if (dt && pid[4].as_int() >= 0) {
+        needed += static_cast<std::uint64_t>(pid[4].as_int()) * element_size(*dt);
+        ++storages;
+      }
+    }
+    return pickle::Value::external(0);
+  };
+  try {
+    (void)pickle::run(file.slice(data, size - data), po);
+  } catch (const Error&) {
+    r.problems.push_back("truncated download: the file (" + human(size) +
+                         ") ends before its end-of-archive records, and even its data.pkl is incomplete");
+    return;
+  }
+  // Storage keys may repeat (ties); the sum counts each reference, so only
+  // claim a total when it is larger than the file.
+  if (needed > size) {
+    char pct[16];
+    std::snprintf(pct, sizeof pct, "%.0f%%", 100.0 * static_cast<double>(size) / static_cast<double>(needed));
+    r.problems.push_back("truncated download: " + human(size) + " of at least " + human(needed) + " present (" + pct +
+                         "; data.pkl names " + std::to_string(storages) + " storage references)");
+  } else {
+    r.problems.push_back("truncated download: the file (" + human(size) +
+                         ") ends before its end-of-archive records (central directory)");
+  }
+}
+
+void check_crcs(const zip::Archive& ar, VerifyReport& r) {
+  std::size_t checked = 0, without = 0;
+  for (const zip::Record& rec : ar.records()) {
+    if (rec.crc32 == 0 && rec.size != 0) {
+      ++without;
+      continue;
+    }
+    Bytes bytes;
+    try {
+      bytes = ar.read(rec);
+    } catch (const Error& e) {
+      r.problems.push_back("record '" + rec.name + "' cannot be read: " + e.message());
+      continue;
+    }
+    const std::uint32_t crc = zip::crc32_update(0, bytes.span());
+    if (crc != rec.crc32) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "CRC-32 %08x, the archive says %08x", crc, rec.crc32);
+      r.problems.push_back("record '" + rec.name + "' is corrupt: its bytes have " + buf +
+                           " (damaged in transfer or on disk)");
+    }
+    ++checked;
+  }
+  r.checks.push_back(std::to_string(ar.records().size()) + " records inside the file, none overlapping, sizes as "
+                     "declared");
+  r.checks.push_back("CRC-32 matches for " + std::to_string(checked) + " records" +
+                     (without ? " (" + std::to_string(without) + " written without one)" : ""));
+}
+
+void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits) {
+  Options o;
+  o.limits = limits;
+  o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
+  try {
+    const Checkpoint c = Checkpoint::from_file(file, o);
+    r.format = std::string(format_name(c.format()));
+    std::uint64_t bytes = 0;
+    for (const Storage& s : c.storages()) bytes += s.view_of ? 0 : s.nbytes;
+    if (c.format() != Format::kSafetensors) r.checks.push_back("pickle runs to STOP");
+    r.checks.push_back(std::to_string(c.storages().size()) + " storages of the declared sizes (" + human(bytes) + ")");
+    r.checks.push_back(std::to_string(c.tensors().size()) + " tensors inside their storages");
+    if (c.format() == Format::kZip || c.format() == Format::kTorchScript) {
+      r.checks.push_back(c.has_byteorder_record()
+                             ? "byteorder record: " + std::string(byteorder_name(c.byteorder()))
+                             : "no byteorder record (written before torch 2.1; read as little-endian)");
+    }
+  } catch (const Error& e) {
+    r.problems.push_back(e.message() + (e.item().empty() ? "" : " ('" + e.item() + "')"));
+  }
+}
+
+}  // namespace
+
+VerifyReport verify(const std::filesystem::path& path, const Limits& limits) {
+  VerifyReport r;
+  r.path = path.string();
+  const MappedFile file = MappedFile::open(path);
+  const auto head = file.bytes.span().first(std::min<std::size_t>(file.bytes.size(), 512));
+  const ContentKind kind = sniff_content(head);
+  r.format = describe_content(kind);
+  if (kind == ContentKind::kZip || kind == ContentKind::kUnknown) {
+    std::optional<zip::Archive> ar;
+    try {
+      ar.emplace(zip::Archive::from_file(file, limits));
+    } catch (const Error& e) {
+      if (kind == ContentKind::kZip &&
+          (e.code() == ErrorCode::kZipNotZip || e.code() == ErrorCode::kZipTruncated)) {
+        measure_cut_zip(file.bytes, r, limits);
+      } else {
+        r.problems.push_back("the zip container is damaged: " + e.message());
+      }
+      return r;
+    }
+    check_crcs(*ar, r);
+  }
+  check_checkpoint(file, r, limits);
+  return r;
+}
+
+}  // namespace maploc::torch

@@ -1,0 +1,270 @@
+// write.cpp - torch.save archives out of any checkpoint: data.pkl re-emitted with new tags, storages streamed.
+#include "maploc/torch/write.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "maploc/atomic_file.h"
+#include "maploc/error.h"
+#include "maploc/pickle/machine.h"
+#include "maploc/pickle/writer.h"
+#include "torch/storage_table.h"
+
+namespace maploc::torch {
+namespace {
+
+using pickle::Emitter;
+using pickle::Kind;
+using pickle::Value;
+
+constexpr std::size_t kChunk = std::size_t{1} << 20;
+
+std::span<const std::uint8_t> as_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+std::string tag_of(const Checkpoint& c, const ArchiveOptions& o, std::size_t storage) {
+  if (storage < o.locations.size() && !o.locations[storage].empty()) return o.locations[storage];
+  return c.storages()[storage].location;
+}
+
+void write_storage(zip::Writer& zw, const std::string& name, const Checkpoint& c, std::size_t index,
+                   ArchiveReport& report) {
+  const Bytes bytes = c.storage_bytes(index);
+  zw.begin(name, bytes.size());
+  copy_storage_little_endian(bytes, c.storages()[index].dtype, c.byteorder(),
+                             [&zw](std::span<const std::uint8_t> b) { zw.write(b); });
+  zw.end();
+  ++report.storages;
+  report.data_bytes += bytes.size();
+}
+
+// The persistent ids of a zip or legacy pickle, re-emitted with the new tag.
+class PidRewriter {
+ public:
+  PidRewriter(const Checkpoint& c, const ArchiveOptions& o, std::string stream)
+      : c_(c), o_(o), stream_(std::move(stream)) {
+    for (std::size_t i = 0; i < c.storages().size(); ++i) {
+      const Storage& s = c.storages()[i];
+      // zip: only data/ storages belong to data.pkl (TorchScript's constants/ never reach here).
+      if (c.format() == Format::kZip && s.record.find("/data/") == std::string::npos) continue;
+      by_key_.emplace(s.key, i);
+    }
+  }
+
+  void operator()(const Value& node, Emitter& out) const {
+    if (!node.is(Kind::kPersistent)) bad("a resolved storage handle where a persistent id was expected");
+    const Value& pid = node.persistent_id();
+    if (!pid.is(Kind::kTuple) || pid.size() < 2) bad("a persistent id that is not a tuple");
+    const auto type = text_of(pid[0]);
+    if (type == "module") {  // legacy whole-module pickles: _legacy_load returns the class (§2.2)
+      out.value(pid[1]);
+      return;
+    }
+    if (type != "storage" || pid.size() < 5) bad("a persistent id that is not ('storage', ...)");
+    const bool view = pid.size() >= 6 && pid[5].is(Kind::kTuple) && pid[5].size() == 3;
+    const auto key = text_of(view ? pid[5][0] : pid[2]);
+    auto it = key ? by_key_.find(*key) : by_key_.end();
+    if (it == by_key_.end()) bad("storage key '" + key.value_or("?") + "' is not one of the checkpoint's");
+    out.mark();
+    out.str("storage");
+    out.value(pid[1]);
+    out.str(*key);
+    out.str(tag_of(c_, o_, it->second));
+    out.value(view ? pid[5][2] : pid[4]);  // a view's numel is its own size (§2.2)
+    out.tuple_from_mark();
+    out.persid();
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& why) const { fail(ErrorCode::kTorchBadPersistentId, why, stream_); }
+  const Checkpoint& c_;
+  const ArchiveOptions& o_;
+  std::string stream_;
+  std::unordered_map<std::string, std::size_t> by_key_;
+};
+
+std::vector<std::uint8_t> rewrite_object_pickle(const Checkpoint& c, const ArchiveOptions& o) {
+  const Checkpoint::PickleSpan span = c.object_pickle();
+  pickle::Options po;
+  po.stream_name = span.name;
+  po.start_offset = span.start;
+  po.allow_trailing = c.format() == Format::kLegacy;
+  const pickle::Result tree = pickle::run(span.stream, po);
+  pickle::WriteOptions wo;
+  wo.protocol = std::clamp<int>(tree.protocol(), 2, 5);
+  wo.persistent = PidRewriter(c, o, span.name);
+  return pickle::write(tree.root(), wo);
+}
+
+void write_zip_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer& zw, ArchiveReport& report) {
+  const zip::Archive& ar = *c.archive();
+  const std::string prefix = o.archive_name.empty() ? ar.prefix() : o.archive_name;
+  std::unordered_map<std::string, std::size_t> storage_of_record;
+  for (std::size_t i = 0; i < c.storages().size(); ++i) storage_of_record.emplace(c.storages()[i].record, i);
+  const auto pkl = rewrite_object_pickle(c, o);
+  const bool has_byteorder = ar.find_in_prefix("byteorder") != nullptr;
+  for (const zip::Record& rec : ar.records()) {
+    const std::string rel = rec.name.substr(ar.prefix().size() + 1);
+    const std::string name = prefix + "/" + rel;
+    if (rel == "data.pkl") {
+      zw.add(name, pkl);
+      if (!has_byteorder) zw.add(prefix + "/byteorder", as_bytes("little"));
+    } else if (rel == "byteorder") {
+      zw.add(name, as_bytes("little"));
+    } else if (auto it = storage_of_record.find(rec.name); it != storage_of_record.end()) {
+      write_storage(zw, name, c, it->second, report);
+    } else {
+      zw.add(name, ar.read(rec).span());
+    }
+  }
+  report.layout = "records kept, data.pkl rewritten";
+  if (c.byteorder() == ByteOrder::kBig) report.notes.push_back("big-endian storages byte-swapped to little-endian");
+}
+
+void write_legacy_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer& zw, ArchiveReport& report) {
+  const std::string prefix = o.archive_name.empty() ? "archive" : o.archive_name;
+  zw.add(prefix + "/data.pkl", rewrite_object_pickle(c, o));
+  zw.add(prefix + "/byteorder", as_bytes("little"));
+  bool views = false;
+  for (std::size_t i = 0; i < c.storages().size(); ++i) {
+    views = views || c.storages()[i].view_of.has_value();
+    write_storage(zw, prefix + "/data/" + c.storages()[i].key, c, i, report);
+  }
+  zw.add(prefix + "/version", as_bytes("3\n"));
+  report.layout = "legacy stream converted to the zip format, object pickle rewritten";
+  if (views) report.notes.push_back("legacy storage views written as storages of their own (values equal, no aliasing)");
+}
+
+// The dict layout: {name: _rebuild_tensor_v2/_v3(pid, offset, size, stride, requires_grad, OrderedDict())}.
+void emit_tensor(Emitter& e, const Tensor& t, const std::string& key, const std::string& tag, std::uint64_t nbytes) {
+  const std::string_view typed = python_storage_name(t.dtype);
+  const bool v3 = typed.empty();
+  e.global("torch._utils", v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+  e.mark();
+  e.mark();
+  e.str("storage");
+  if (v3) {
+    e.global("torch.storage", "UntypedStorage");
+  } else {
+    e.global("torch", typed);
+  }
+  e.str(key);
+  e.str(tag);
+  e.integer(static_cast<std::int64_t>(v3 ? nbytes : nbytes / element_size(t.dtype)));
+  e.tuple_from_mark();
+  e.persid();
+  e.integer(t.storage_offset);
+  e.mark();
+  for (auto d : t.shape) e.integer(d);
+  e.tuple_from_mark();
+  e.mark();
+  for (auto d : t.stride) e.integer(d);
+  e.tuple_from_mark();
+  e.boolean(t.requires_grad);
+  e.global("collections", "OrderedDict");
+  e.mark();
+  e.tuple_from_mark();
+  e.reduce();
+  if (v3) e.global("torch", dtype_name(t.dtype));
+  e.tuple_from_mark();
+  e.reduce();
+}
+
+void write_dict_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer& zw, ArchiveReport& report) {
+  const std::string prefix = o.archive_name.empty() ? "archive" : o.archive_name;
+  std::vector<std::size_t> chosen;
+  std::vector<std::string> key_of(c.storages().size());
+  std::vector<std::size_t> order;  // storages in order of first reference
+  for (std::size_t i = 0; i < c.tensors().size(); ++i) {
+    const Tensor& t = c.tensors()[i];
+    if (t.is_component) continue;
+    if ((t.kind != TensorKind::kDense && t.kind != TensorKind::kStorage) || !t.storage) {
+      fail(ErrorCode::kTorchNotConvertible,
+           "tensor '" + t.name + "' is " + std::string(tensor_kind_name(t.kind)) +
+               "; the dict layout written for " + std::string(format_name(c.format())) +
+               " inputs holds dense tensors only",
+           t.name);
+    }
+    const std::uint64_t nbytes = c.storages()[*t.storage].nbytes;
+    if (nbytes % element_size(t.dtype) != 0) {
+      fail(ErrorCode::kTorchNotConvertible,
+           "tensor '" + t.name + "' views a storage of " + std::to_string(nbytes) + " bytes as " +
+               std::string(dtype_name(t.dtype)),
+           t.name);
+    }
+    if (key_of[*t.storage].empty()) {
+      key_of[*t.storage] = std::to_string(order.size());
+      order.push_back(*t.storage);
+    }
+    chosen.push_back(i);
+  }
+  pickle::Stream ps;
+  Emitter& e = ps.emitter();
+  e.empty_dict();
+  for (std::size_t n = 0; n < chosen.size(); n += 1000) {
+    e.mark();
+    for (std::size_t k = n; k < std::min(chosen.size(), n + 1000); ++k) {
+      const Tensor& t = c.tensors()[chosen[k]];
+      e.str(t.name);
+      emit_tensor(e, t, key_of[*t.storage], tag_of(c, o, *t.storage), c.storages()[*t.storage].nbytes);
+    }
+    e.setitems();
+  }
+  zw.add(prefix + "/data.pkl", ps.finish());
+  zw.add(prefix + "/byteorder", as_bytes("little"));
+  for (std::size_t s : order) write_storage(zw, prefix + "/data/" + key_of[s], c, s, report);
+  zw.add(prefix + "/version", as_bytes("3\n"));
+  report.layout = "tensors as a dict name -> tensor";
+  if (c.format() == Format::kTorchScript) {
+    report.notes.push_back("TorchScript code, constants.pkl and non-tensor attributes are not carried over: "
+                           "torch.load returns a dict of the module's tensors, not a ScriptModule");
+  }
+}
+
+}  // namespace
+
+void copy_storage_little_endian(const Bytes& bytes, DType dtype, ByteOrder order, const zip::Sink& sink) {
+  const std::size_t unit = order == ByteOrder::kBig ? swap_unit(dtype) : 1;
+  if (unit <= 1) {
+    for (std::size_t off = 0; off < bytes.size(); off += kChunk) {
+      sink(bytes.span().subspan(off, std::min(kChunk, bytes.size() - off)));
+    }
+    return;
+  }
+  std::vector<std::uint8_t> buf;
+  const std::size_t chunk = kChunk - kChunk % unit;
+  for (std::size_t off = 0; off < bytes.size(); off += chunk) {
+    const auto part = bytes.span().subspan(off, std::min(chunk, bytes.size() - off));
+    buf.assign(part.begin(), part.end());
+    for (std::size_t k = 0; k + unit <= buf.size(); k += unit) std::reverse(buf.begin() + k, buf.begin() + k + unit);
+    sink(buf);
+  }
+}
+
+ArchiveReport write_archive(const Checkpoint& checkpoint, const zip::Sink& sink, const ArchiveOptions& options) {
+  zip::WriterOptions zo;
+  zo.alignment = options.alignment;
+  zip::Writer zw(sink, zo);
+  ArchiveReport report;
+  switch (checkpoint.format()) {
+    case Format::kZip: write_zip_layout(checkpoint, options, zw, report); break;
+    case Format::kLegacy: write_legacy_layout(checkpoint, options, zw, report); break;
+    case Format::kTorchScript:
+    case Format::kTar:
+    case Format::kSafetensors: write_dict_layout(checkpoint, options, zw, report); break;
+  }
+  zw.finish();
+  return report;
+}
+
+ArchiveReport save_archive(const Checkpoint& checkpoint, const std::filesystem::path& out,
+                           const ArchiveOptions& options) {
+  AtomicFile file = AtomicFile::create(out);
+  ArchiveReport report = write_archive(
+      checkpoint, [&file](std::span<const std::uint8_t> b) { file.write(b); }, options);
+  file.commit();
+  return report;
+}
+
+}  // namespace maploc::torch
