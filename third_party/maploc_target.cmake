@@ -1,16 +1,27 @@
 # maploc_target.cmake - one way to declare a maploc module library and its alias.
 
 # maploc_add_module(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
-# Declares maploc_<name> with alias maploc::<name>; public headers come from include/.
+# Declares maploc_<name> (static, alias maploc::<name>) built from the object library
+# maploc_<name>_objects, whose -fPIC objects also make up the shared libmaploc.so.
+# Public headers come from include/.
 function(maploc_add_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
-  add_library(maploc_${name} ${ARG_SOURCES})
+  set(objects maploc_${name}_objects)
+  add_library(${objects} OBJECT ${ARG_SOURCES})
+  target_include_directories(${objects} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${objects} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  set_target_properties(${objects} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  maploc_target_defaults(${objects})
+
+  add_library(maploc_${name} STATIC $<TARGET_OBJECTS:${objects}>)
   add_library(maploc::${name} ALIAS maploc_${name})
   target_include_directories(maploc_${name}
-    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>
-    PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>)
   target_link_libraries(maploc_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  set_target_properties(maploc_${name} PROPERTIES EXPORT_NAME ${name} LINKER_LANGUAGE CXX)
   maploc_target_defaults(maploc_${name})
+  set_property(GLOBAL APPEND PROPERTY MAPLOC_MODULE_OBJECTS ${objects})
+  set_property(GLOBAL APPEND PROPERTY MAPLOC_MODULE_PRIVATE_DEPS ${ARG_PRIVATE_DEPS})
 endfunction()
 
 # Warnings and sanitizers shared by every maploc target (libraries, tests, CLI).
@@ -21,8 +32,8 @@ function(maploc_target_defaults target)
                            -Wno-sign-conversion)
   endif()
   if(MAPLOC_SANITIZE)
-    target_compile_options(${target} PUBLIC -fsanitize=${MAPLOC_SANITIZE} -fno-omit-frame-pointer
-                           -fno-sanitize-recover=all)
-    target_link_options(${target} PUBLIC -fsanitize=${MAPLOC_SANITIZE})
+    target_compile_options(${target} PUBLIC $<BUILD_INTERFACE:-fsanitize=${MAPLOC_SANITIZE}
+                           -fno-omit-frame-pointer -fno-sanitize-recover=all>)
+    target_link_options(${target} PUBLIC $<BUILD_INTERFACE:-fsanitize=${MAPLOC_SANITIZE}>)
   endif()
 endfunction()

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "maploc/error.h"
+#include "maploc/version.h"
 
 using maploc::Error;
 using maploc::ErrorCode;
@@ -30,4 +31,8 @@ TEST_CASE("every zip code has a symbolic name", "[support]") {
   }
   CHECK(maploc::error_code_name(ErrorCode::kZipTruncated) == "kZipTruncated");
   CHECK(maploc::error_code_name(static_cast<ErrorCode>(999)) == "unknown");
+}
+
+TEST_CASE("the headers' version is the project's version", "[support]") {
+  CHECK(std::string(maploc::kVersion) == MAPLOC_PROJECT_VERSION);
 }

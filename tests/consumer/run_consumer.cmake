@@ -1,0 +1,43 @@
+# run_consumer.cmake - cmake -P script: builds tests/consumer against maploc one way and runs it.
+# Inputs: MODE (find | subdirectory | pkg-config), SOURCE_DIR, BINARY_DIR (maploc's build),
+# WORK (scratch folder), CHECKPOINT, TENSOR, EXPECT (sha256 the tensor must have).
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${WORK})
+set(prefix ${WORK}/prefix)
+if(MODE STREQUAL "find" OR MODE STREQUAL "pkg-config")
+  run(${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix})
+endif()
+
+if(MODE STREQUAL "pkg-config")
+  find_program(PKG_CONFIG pkg-config REQUIRED)
+  set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
+  run(${PKG_CONFIG} --cflags --libs maploc)
+  string(STRIP "${last_output}" flags)
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  run(c++ ${SOURCE_DIR}/tests/consumer/consumer.cpp ${flags} -o ${WORK}/consumer_pc)
+  set(ENV{LD_LIBRARY_PATH} ${prefix}/lib)
+  set(programs ${WORK}/consumer_pc)
+else()
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK}/build -DMAPLOC_CONSUMER_MODE=${MODE}
+      -DMAPLOC_SOURCE_DIR=${SOURCE_DIR} -DCMAKE_PREFIX_PATH=${prefix} -DMAPLOC_CUDA=OFF)
+  run(${CMAKE_COMMAND} --build ${WORK}/build -j2)
+  set(programs ${WORK}/build/consumer)
+  if(EXISTS ${WORK}/build/consumer_shared)
+    list(APPEND programs ${WORK}/build/consumer_shared)
+  endif()
+endif()
+
+foreach(program ${programs})
+  run(${program} ${CHECKPOINT} ${TENSOR})
+  if(NOT last_output MATCHES "${TENSOR} ${EXPECT}")
+    message(FATAL_ERROR "${program} printed '${last_output}', expected the hash ${EXPECT} of ${TENSOR}")
+  endif()
+  message(STATUS "${program}: ${last_output}")
+endforeach()
