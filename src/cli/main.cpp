@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "maploc/error.h"
+#include "maploc/version.h"
 
 namespace maploc::cli {
 namespace {
@@ -24,6 +25,11 @@ constexpr const char* kUsage =
     "  load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--arena]\n"
     "       [--hash] [--json]\n"
     "                       place every storage, print the time and rate (and hashes)\n"
+    "  remap IN OUT --map-location SPEC [--json]\n"
+    "                       write a torch archive whose storages carry rewritten location tags\n"
+    "  convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]\n"
+    "                       torch checkpoint <-> safetensors (by OUT's extension)\n"
+    "  verify FILE [--json] check container, records, CRC-32s, pickle and tensor bounds\n"
     "\n"
     "SPEC: cpu | cuda | cuda:N | auto | meta | TAG->DEVICE[,...] | name:PATTERN->DEVICE\n"
     "      (globs with *, first match wins; see docs/map-location.md)\n"
@@ -32,7 +38,7 @@ constexpr const char* kUsage =
 
 // Flags that never take a value; every other --flag may be followed by one.
 bool is_switch(const std::string& name) {
-  for (const char* s : {"json", "help", "quiet", "hash", "writable", "arena", "records"}) {
+  for (const char* s : {"json", "help", "quiet", "hash", "writable", "arena", "records", "duplicate-tied"}) {
     if (name == s) return true;
   }
   return false;
@@ -95,7 +101,7 @@ int run(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "--version") {
-    std::printf("maploc %s\n", MAPLOC_VERSION);
+    std::printf("maploc %s\n", maploc::kVersion);
     return kExitOk;
   }
   const Args args = parse(argc, argv, 2);
@@ -104,6 +110,9 @@ int run(int argc, char** argv) {
     if (command == "dis") return cmd_dis(args);
     if (command == "plan") return cmd_plan(args);
     if (command == "load") return cmd_load(args);
+    if (command == "remap") return cmd_remap(args);
+    if (command == "convert") return cmd_convert(args);
+    if (command == "verify") return cmd_verify(args);
   } catch (const Error& e) {
     std::fprintf(stderr, "maploc %s: error [%s]: %s\n", command.c_str(),
                  std::string(error_code_name(e.code())).c_str(), e.what());
