@@ -2,7 +2,8 @@
 # install-deps.sh - brings a fresh Debian machine to a state that builds maploc. Idempotent.
 set -euo pipefail
 
-packages=(cmake make g++ pkg-config catch2 nlohmann-json3-dev zlib1g-dev)
+packages=(cmake make g++ pkg-config catch2 nlohmann-json3-dev zlib1g-dev
+          python3-torch)  # python3-torch: tests/write loads maploc-written files with real torch
 
 missing=()
 for p in "${packages[@]}"; do

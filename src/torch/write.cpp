@@ -66,10 +66,19 @@ class PidRewriter {
     const auto key = text_of(view ? pid[5][0] : pid[2]);
     auto it = key ? by_key_.find(*key) : by_key_.end();
     if (it == by_key_.end()) bad("storage key '" + key.value_or("?") + "' is not one of the checkpoint's");
+    // Nodes are re-emitted as they are (memoized strings stay shared); only
+    // Python 2 byte strings become str, as torch's _maybe_decode_ascii reads them.
+    auto text = [&out](const Value& v, const std::string& s) {
+      if (v.is(Kind::kStr)) {
+        out.value(v);
+      } else {
+        out.str(s);
+      }
+    };
     out.mark();
-    out.str("storage");
+    text(pid[0], "storage");
     out.value(pid[1]);
-    out.str(*key);
+    text(view ? pid[5][0] : pid[2], *key);
     out.str(tag_of(c_, o_, it->second));
     out.value(view ? pid[5][2] : pid[4]);  // a view's numel is its own size (§2.2)
     out.tuple_from_mark();

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""torch_check.py - real torch and the safetensors package read what maploc wrote.
+
+  torch_check.py remap MAPLOC FIXTURES WORKDIR
+      maploc remap every fixture (--map-location cpu), torch.load each output
+      WITHOUT map_location (this machine has no GPU in CI), compare every
+      manifest tensor (sha256 of the row-major values) and require device cpu.
+  torch_check.py safetensors MAPLOC FIXTURES WORKDIR
+      maploc convert every zip fixture of dense tensors to .safetensors, read it
+      with safetensors.torch.load_file, compare with the manifest; then convert
+      back to .pt and torch.load that.
+
+Exit 0 when everything matched, 1 on a mismatch, 77 (ctest SKIP_RETURN_CODE)
+when torch (or safetensors) is not importable here.
+"""
+import ctypes
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+try:
+    import torch
+except Exception as e:  # noqa: BLE001 - any import failure means: skip
+    print("SKIP: torch is not importable: %s" % e)
+    sys.exit(77)
+
+T2 = int(torch.__version__.split(".")[0]) >= 2
+LOAD_KW = {"weights_only": False} if T2 else {}
+SPARSE = {"sparse_coo": ("indices", "values"), "sparse_csr": ("crow_indices", "col_indices", "values"),
+          "sparse_csc": ("ccol_indices", "row_indices", "values"),
+          "sparse_bsr": ("crow_indices", "col_indices", "values"),
+          "sparse_bsc": ("ccol_indices", "row_indices", "values")}
+
+
+class TinyNet(torch.nn.Module):
+    """Stands in for generate.py's __main__.TinyNet: unpickling restores its __dict__."""
+
+
+class SmallNet(torch.nn.Module):
+    """Stands in for generate.py's __main__.SmallNet."""
+
+
+def join(prefix, key):
+    return str(key) if prefix == "" else "%s.%s" % (prefix, key)
+
+
+def tensor_sha(t):
+    t = t.detach()
+    if t.is_quantized:
+        t = t.int_repr()
+    c = t.contiguous()
+    n = c.numel() * c.element_size()
+    return hashlib.sha256(ctypes.string_at(c.data_ptr(), n) if n else b"").hexdigest()
+
+
+def flatten(obj, prefix, out):
+    """name -> tensor, named the way the fixture manifests name them."""
+    if isinstance(obj, torch.Tensor):
+        if obj.layout != torch.strided:
+            lay = str(obj.layout).replace("torch.", "")
+            parts = [obj._indices(), obj._values()] if lay == "sparse_coo" else \
+                [getattr(obj, n)() for n in SPARSE[lay]]
+            for n, c in zip(SPARSE[lay], parts):
+                out[join(prefix, n)] = c
+        else:
+            out[prefix] = obj
+    elif isinstance(obj, torch.nn.Module):
+        for k, t in obj.state_dict(keep_vars=True).items():
+            flatten(t, join(prefix, k), out)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            flatten(v, join(prefix, k), out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            flatten(v, join(prefix, i), out)
+    elif hasattr(obj, "__dict__") and type(obj).__module__ == "argparse":
+        flatten(vars(obj), prefix, out)
+
+
+def compare(label, loaded, manifest, problems, want_cpu=True):
+    flat = {}
+    flatten(loaded, "", flat)
+    checked = 0
+    for e in manifest["tensors"]:
+        t = flat.get(e["name"])
+        if t is None:
+            problems.append("%s: tensor %r missing (have %s)" % (label, e["name"], sorted(flat)[:8]))
+            continue
+        if want_cpu and t.device.type != "cpu":
+            problems.append("%s: %s is on %s" % (label, e["name"], t.device))
+        if list(t.shape) != e["shape"] or str(t.dtype).replace("torch.", "") != e["dtype"]:
+            problems.append("%s: %s is %s %s, manifest says %s %s" % (label, e["name"], t.dtype, list(t.shape),
+                                                                      e["dtype"], e["shape"]))
+        elif tensor_sha(t) != e["sha256"]:
+            problems.append("%s: %s values differ from the manifest" % (label, e["name"]))
+        checked += 1
+    return checked
+
+
+def maploc(binary, *args):
+    return subprocess.run([binary, *args], capture_output=True, text=True)
+
+
+def readable_here(path):
+    """Can this torch read the source at all (t2x fixtures may need torch 2)?"""
+    try:
+        torch.load(path, map_location="cpu", **LOAD_KW)
+        return True
+    except Exception:  # noqa: BLE001 - any refusal means: not this torch's file
+        return False
+
+
+def run_remap(binary, fixtures, work):
+    problems, done, skipped = [], 0, []
+    for entry in json.load(open(os.path.join(fixtures, "index.json"))):
+        src = os.path.join(fixtures, entry["file"])
+        manifest = json.load(open(os.path.join(fixtures, entry["manifest"])))
+        out = os.path.join(work, entry["file"] + ".remapped.pt")
+        r = maploc(binary, "remap", src, out, "--map-location", "cpu")
+        if r.returncode != 0:
+            problems.append("%s: maploc remap failed: %s" % (entry["file"], r.stderr.strip()))
+            continue
+        if not readable_here(src) and not readable_here(out):
+            skipped.append(entry["file"])  # e.g. torch-2 dtypes under torch 1.13
+            continue
+        try:
+            loaded = torch.load(out, **LOAD_KW)  # no map_location: the tags must say cpu
+        except Exception as e:  # noqa: BLE001
+            problems.append("%s: torch.load of the remapped file failed: %s" % (entry["file"], e))
+            continue
+        done += compare(entry["file"], loaded, manifest, problems)
+    print("remap: torch %s loaded %d tensors without map_location; skipped (unreadable by this torch): %s"
+          % (torch.__version__, done, ", ".join(skipped) or "none"))
+    return problems
+
+
+def run_safetensors(binary, fixtures, work):
+    try:
+        from safetensors.torch import load_file
+    except Exception as e:  # noqa: BLE001
+        print("SKIP: safetensors is not importable: %s" % e)
+        sys.exit(77)
+    problems, done, refused = [], 0, []
+    sources = [(e["file"], os.path.join(fixtures, "checkpoints", e["file"]) if False else
+                os.path.join(fixtures, "checkpoints", e["file"]), e["manifest"], "checkpoints")
+               for e in json.load(open(os.path.join(fixtures, "checkpoints", "index.json")))]
+    st_index = os.path.join(fixtures, "safetensors", "index.json")
+    st_sources = json.load(open(st_index)) if os.path.exists(st_index) else []
+    for file, src, man, sub in sources:
+        manifest = json.load(open(os.path.join(fixtures, sub, man)))
+        out = os.path.join(work, file + ".safetensors")
+        r = maploc(binary, "convert", src, out)
+        if r.returncode != 0:
+            refused.append(file)  # sparse, quantized, nested ... say so and write nothing
+            if os.path.exists(out):
+                problems.append("%s: convert failed but left %s" % (file, out))
+            continue
+        try:
+            loaded = load_file(out)
+        except Exception as e:  # noqa: BLE001
+            problems.append("%s: safetensors.load_file failed: %s" % (file, e))
+            continue
+        md = {}
+        try:
+            from safetensors import safe_open
+            with safe_open(out, "pt") as f:
+                md = f.metadata() or {}
+        except Exception as e:  # noqa: BLE001
+            problems.append("%s: safe_open failed: %s" % (file, e))
+        for k, kept in md.items():  # tied tensors come back under both names
+            if k.startswith("maploc.tied.") and kept in loaded:
+                loaded[k[len("maploc.tied."):]] = loaded[kept]
+        done += compare(file + " (safetensors)", loaded, manifest, problems)
+    for e in st_sources:
+        src = os.path.join(fixtures, "safetensors", e["file"])
+        manifest = json.load(open(os.path.join(fixtures, "safetensors", e["manifest"])))
+        out = os.path.join(work, e["file"] + ".pt")
+        r = maploc(binary, "convert", src, out)
+        if r.returncode != 0:
+            problems.append("%s: convert to .pt failed: %s" % (e["file"], r.stderr.strip()))
+            continue
+        try:
+            loaded = torch.load(out, **LOAD_KW)
+        except Exception as ex:  # noqa: BLE001
+            if any(t["dtype"] in ("uint16", "uint32", "uint64") or t["dtype"].startswith("float8")
+                   for t in manifest["tensors"]) and not T2:
+                continue  # torch 1.13 has no such dtypes
+            problems.append("%s: torch.load of the converted file failed: %s" % (e["file"], ex))
+            continue
+        done += compare(e["file"] + " (to .pt)", loaded, manifest, problems)
+    print("safetensors: %d tensors matched; refused by convert (not dense): %s" % (done, ", ".join(refused) or "none"))
+    return problems
+
+
+def main():
+    if len(sys.argv) != 5 or sys.argv[1] not in ("remap", "safetensors"):
+        sys.exit(__doc__)
+    mode, binary, fixtures, work = sys.argv[1:]
+    os.makedirs(work, exist_ok=True)
+    if mode == "remap":
+        problems = run_remap(binary, os.path.join(fixtures, "checkpoints"), work)
+    else:
+        problems = run_safetensors(binary, fixtures, work)
+    for p in problems:
+        print("FAIL: " + p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
