@@ -1,6 +1,8 @@
-# run_consumer.cmake - cmake -P script: builds tests/consumer against maploc one way and runs it.
-# Inputs: MODE (find | subdirectory | pkg-config), SOURCE_DIR, BINARY_DIR (maploc's build),
-# WORK (scratch folder), CHECKPOINT, TENSOR, EXPECT (sha256 the tensor must have).
+# run_consumer.cmake - cmake -P script: builds a project that uses maploc one way, runs its programs.
+# Inputs: MODE (find | subdirectory | pkg-config), SOURCE_DIR (maploc's source), BINARY_DIR
+# (maploc's build), WORK (scratch folder), PROJECT_DIR (the consumer project), PROGRAMS
+# (executables it builds, '|'-separated; pkg-config mode compiles PROJECT_DIR/<first>.cpp),
+# RUN_ARGS ('|'-separated arguments), EXPECT (a regex the output must match).
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -9,35 +11,43 @@ function(run)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 
+string(REPLACE "|" ";" programs "${PROGRAMS}")
+string(REPLACE "|" ";" run_args "${RUN_ARGS}")
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
 if(MODE STREQUAL "find" OR MODE STREQUAL "pkg-config")
   run(${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix})
 endif()
 
+set(built "")
 if(MODE STREQUAL "pkg-config")
   find_program(PKG_CONFIG pkg-config REQUIRED)
   set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
   run(${PKG_CONFIG} --cflags --libs maploc)
   string(STRIP "${last_output}" flags)
   separate_arguments(flags UNIX_COMMAND "${flags}")
-  run(c++ ${SOURCE_DIR}/tests/consumer/consumer.cpp ${flags} -o ${WORK}/consumer_pc)
+  list(GET programs 0 program)
+  run(c++ ${PROJECT_DIR}/${program}.cpp ${flags} -o ${WORK}/${program})
   set(ENV{LD_LIBRARY_PATH} ${prefix}/lib)
-  set(programs ${WORK}/consumer_pc)
+  set(built ${WORK}/${program})
 else()
-  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK}/build -DMAPLOC_CONSUMER_MODE=${MODE}
+  run(${CMAKE_COMMAND} -S ${PROJECT_DIR} -B ${WORK}/build -DMAPLOC_CONSUMER_MODE=${MODE}
       -DMAPLOC_SOURCE_DIR=${SOURCE_DIR} -DCMAKE_PREFIX_PATH=${prefix} -DMAPLOC_CUDA=OFF)
   run(${CMAKE_COMMAND} --build ${WORK}/build -j2)
-  set(programs ${WORK}/build/consumer)
-  if(EXISTS ${WORK}/build/consumer_shared)
-    list(APPEND programs ${WORK}/build/consumer_shared)
-  endif()
+  foreach(program ${programs})
+    if(EXISTS ${WORK}/build/${program})
+      list(APPEND built ${WORK}/build/${program})
+    endif()
+  endforeach()
+endif()
+if(NOT built)
+  message(FATAL_ERROR "no program was built")
 endif()
 
-foreach(program ${programs})
-  run(${program} ${CHECKPOINT} ${TENSOR})
-  if(NOT last_output MATCHES "${TENSOR} ${EXPECT}")
-    message(FATAL_ERROR "${program} printed '${last_output}', expected the hash ${EXPECT} of ${TENSOR}")
+foreach(program ${built})
+  run(${program} ${run_args})
+  if(NOT last_output MATCHES "${EXPECT}")
+    message(FATAL_ERROR "${program} printed '${last_output}', which does not match '${EXPECT}'")
   endif()
-  message(STATUS "${program}: ${last_output}")
+  message(STATUS "${program}:\n${last_output}")
 endforeach()
