@@ -196,39 +196,15 @@ void print_table(const torch::Checkpoint& ckpt) {
   }
 }
 
-// main.cpp's parser lets a --flag it does not list as a switch swallow the
-// next word (`ls --hash FILE`, `ls FILE --hash --json`); take such words back.
-struct LsArgs {
-  std::vector<std::string> positional;
-  bool json = false, hash = false, records = false;
-};
-
-LsArgs ls_args(const Args& args) {
-  LsArgs out;
-  out.positional = args.positional;
-  for (const auto& [name, value] : args.options) {
-    bool* flag = name == "json" ? &out.json : name == "hash" ? &out.hash : name == "records" ? &out.records : nullptr;
-    if (!flag) throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "ls: unknown option --" + name);
-    *flag = true;
-    if (value.empty()) continue;
-    if (value == "--json") out.json = true;
-    else if (value == "--hash") out.hash = true;
-    else if (value == "--records") out.records = true;
-    else out.positional.push_back(value);
-  }
-  return out;
-}
-
 }  // namespace
 
-int cmd_ls(const Args& raw) {
-  const LsArgs args = ls_args(raw);
+int cmd_ls(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc ls FILE [--json [--hash]] [--records]");
   }
-  if (args.records) {
+  if (args.has("records")) {
     const auto archive = zip::Archive::open(args.positional[0]);
-    if (args.json) {
+    if (args.has("json")) {
       print_records_json(archive);
     } else {
       print_records_table(archive);
@@ -236,8 +212,8 @@ int cmd_ls(const Args& raw) {
     return kExitOk;
   }
   const auto ckpt = torch::Checkpoint::open(args.positional[0]);
-  if (args.json) {
-    print_json(ckpt, args.hash);
+  if (args.has("json")) {
+    print_json(ckpt, args.has("hash"));
   } else {
     print_table(ckpt);
   }

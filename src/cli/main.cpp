@@ -1,8 +1,11 @@
-// main.cpp - the maploc command-line tool: argument dispatch and error reporting.
+// main.cpp - the maploc command-line tool: the command table, option checking, help and error reporting.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <string>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "maploc/error.h"
@@ -11,53 +14,123 @@
 namespace maploc::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: maploc <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  ls FILE [--json [--hash]] [--records]\n"
-    "                       the tensors and storages of a checkpoint (or its zip records)\n"
-    "  dis FILE [--record NAME]\n"
-    "                       disassemble a checkpoint's pickle (data.pkl, any record, the\n"
-    "                       legacy format's five pickles, or a bare pickle file)\n"
-    "  plan FILE [--map-location SPEC] [--json]\n"
-    "                       where each storage would go, and the bytes per device\n"
-    "  load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--arena]\n"
-    "       [--hash] [--json]\n"
-    "                       place every storage, print the time and rate (and hashes)\n"
-    "  remap IN OUT --map-location SPEC [--json]\n"
-    "                       write a torch archive whose storages carry rewritten location tags\n"
-    "  convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]\n"
-    "                       torch checkpoint <-> safetensors (by OUT's extension)\n"
-    "  verify FILE [--json] check container, records, CRC-32s, pickle and tensor bounds\n"
-    "\n"
-    "SPEC: cpu | cuda | cuda:N | auto | meta | TAG->DEVICE[,...] | name:PATTERN->DEVICE\n"
-    "      (globs with *, first match wins; see docs/map-location.md)\n"
-    "\n"
+// One subcommand: how it is called, what it does, which options it takes.
+struct Command {
+  const char* name;
+  int (*run)(const Args&);
+  const char* synopsis;
+  const char* summary;
+  const char* details;
+  const char* switches;  ///< space-separated options without a value
+  const char* values;    ///< space-separated options that take a value
+};
+
+constexpr const char* kSpecHelp =
+    "SPEC: cpu | cuda | cuda:N | auto | meta | TAG->DEVICE[,...] | name:PATTERN->DEVICE[,...]\n"
+    "      globs with *, first match wins (docs/map-location.md)\n";
+
+const Command kCommands[] = {
+    {"ls", cmd_ls, "ls FILE [--json [--hash]] [--records]",
+     "the tensors and storages of a checkpoint (or its zip records)",
+     "  --json      one JSON object: format, byteorder, storages, tensors, unknown_globals\n"
+     "              (docs/cli-ls.md)\n"
+     "  --hash      with --json: the sha256 of every tensor's values, row-major\n"
+     "  --records   the zip records instead: offsets, sizes, alignment, compression\n",
+     "json hash records", ""},
+    {"dis", cmd_dis, "dis FILE [--record NAME]", "disassemble a checkpoint's pickle, as pickletools prints it",
+     "  --record NAME   a zip record (relative to the archive folder, or the full name);\n"
+     "                  default data.pkl. Legacy files print their five pickles; a bare\n"
+     "                  pickle file prints itself.\n",
+     "", "record"},
+    {"plan", cmd_plan, "plan FILE [--map-location SPEC] [--json]",
+     "where each storage would go and the bytes per device, before reading any data",
+     "  --map-location SPEC   where storages go (default: their saved tags)\n"
+     "  --json                storages with their targets, and per-device totals\n"
+     "Fails (exit 4/5) when a storage cannot be placed or a device lacks free memory.\n",
+     "json", "map-location"},
+    {"load", cmd_load, "load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--arena] [--hash] [--json]",
+     "place every storage on its device; print the time and rate (and hashes)",
+     "  --map-location SPEC   where storages go (default: their saved tags)\n"
+     "  --host view|copy|pinned\n"
+     "                        CPU storages as zero-copy file views (default), aligned\n"
+     "                        private copies, or page-locked copies (CUDA builds)\n"
+     "  --writable            writable copy-on-write views instead of read-only ones\n"
+     "  --arena               one device allocation per GPU instead of one per storage\n"
+     "  --hash                print every tensor's sha256 from the placed copy\n"
+     "  --json                timings, per-device totals and tensors as JSON\n",
+     "writable arena hash json", "map-location host"},
+    {"remap", cmd_remap, "remap IN OUT --map-location SPEC [--json]",
+     "write a torch archive whose storages carry rewritten location tags",
+     "  --map-location SPEC   the new tag of each storage (e.g. 'cuda:*->cpu')\n"
+     "  --json                what was written, as JSON\n"
+     "OUT is written to a temporary file and renamed into place; IN is never touched.\n",
+     "json", "map-location"},
+    {"convert", cmd_convert, "convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]",
+     "torch checkpoint <-> safetensors (direction from OUT's extension or --to)",
+     "  --to safetensors|torch   the output format when OUT's extension does not say\n"
+     "  --duplicate-tied         write tensors that share a storage as separate copies\n"
+     "                           (default: one copy, the others listed in __metadata__)\n"
+     "  --json                   what was written, as JSON\n",
+     "duplicate-tied json", "to"},
+    {"verify", cmd_verify, "verify FILE [--json]",
+     "check container, records, CRC-32s, pickle and tensor bounds without loading",
+     "  --json   the findings as JSON\n"
+     "Exits 0 only when every check holds.\n",
+     "json", ""},
+};
+
+constexpr const char* kExitCodes =
     "exit codes: 0 ok, 2 usage, 3 bad or unreadable file, 4 mapping error, 5 device error\n";
 
-// Flags that never take a value; every other --flag may be followed by one.
-bool is_switch(const std::string& name) {
-  for (const char* s : {"json", "help", "quiet", "hash", "writable", "arena", "records", "duplicate-tied"}) {
-    if (name == s) return true;
+// Options every command takes.
+constexpr const char* kGlobalSwitches = "help quiet";
+
+bool in_list(std::string_view list, std::string_view word) {
+  while (!list.empty()) {
+    const auto space = list.find(' ');
+    if (list.substr(0, space) == word) return true;
+    if (space == std::string_view::npos) break;
+    list.remove_prefix(space + 1);
   }
   return false;
 }
 
-Args parse(int argc, char** argv, int first) {
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: maploc <command> [options]    (maploc <command> --help for its options)\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
+  std::fprintf(out, "\n%s\n%s", kSpecHelp, kExitCodes);
+}
+
+void print_help(const Command& c) {
+  std::printf("usage: maploc %s\n\n%s.\n\n%s  --quiet    no progress output\n\n%s%s", c.synopsis, c.summary, c.details,
+              std::strstr(c.values, "map-location") != nullptr ? kSpecHelp : "", kExitCodes);
+}
+
+// Parses argv against the command's options; an unknown option is a usage error.
+Args parse(const Command& c, int argc, char** argv) {
   Args args;
-  for (int i = first; i < argc; ++i) {
+  for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0 || a.size() == 2) {
       args.positional.push_back(a);
       continue;
     }
     std::string name = a.substr(2), value;
-    if (auto eq = name.find('='); eq != std::string::npos) {
+    const auto eq = name.find('=');
+    if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name.resize(eq);
-    } else if (!is_switch(name) && i + 1 < argc) {
-      value = argv[++i];
+    }
+    if (in_list(c.values, name)) {
+      if (eq == std::string::npos) {
+        if (i + 1 >= argc) {
+          throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "option --" + name + " needs a value");
+        }
+        value = argv[++i];
+      }
+    } else if (!in_list(c.switches, name) && !in_list(kGlobalSwitches, name)) {
+      throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                  "unknown option --" + name + " for 'maploc " + c.name + "' (see maploc " + c.name + " --help)");
     }
     args.options.emplace_back(name, value);
   }
@@ -78,6 +151,9 @@ int exit_code_for(const Error& e) {
   }
 }
 
+// Colour only for people: stderr is a terminal and NO_COLOR is unset.
+bool colour_stderr() { return ::isatty(STDERR_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr; }
+
 }  // namespace
 
 bool Args::has(const std::string& name) const {
@@ -95,31 +171,49 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
 }
 
 int run(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? kExitUsage : kExitOk;
+  if (argc < 2) {
+    print_usage(stderr);
+    return kExitUsage;
   }
-  const std::string command = argv[1];
-  if (command == "--version") {
+  const std::string first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    if (argc > 2) {
+      for (const auto& c : kCommands) {
+        if (c.name == std::string_view(argv[2])) {
+          print_help(c);
+          return kExitOk;
+        }
+      }
+    }
+    print_usage(stdout);
+    return kExitOk;
+  }
+  if (first == "--version" || first == "version") {
     std::printf("maploc %s\n", maploc::kVersion);
     return kExitOk;
   }
-  const Args args = parse(argc, argv, 2);
+  const Command* command = nullptr;
+  for (const auto& c : kCommands) {
+    if (c.name == first) command = &c;
+  }
+  if (command == nullptr) {
+    std::fprintf(stderr, "maploc: unknown command '%s'\n\n", first.c_str());
+    print_usage(stderr);
+    return kExitUsage;
+  }
   try {
-    if (command == "ls") return cmd_ls(args);
-    if (command == "dis") return cmd_dis(args);
-    if (command == "plan") return cmd_plan(args);
-    if (command == "load") return cmd_load(args);
-    if (command == "remap") return cmd_remap(args);
-    if (command == "convert") return cmd_convert(args);
-    if (command == "verify") return cmd_verify(args);
+    const Args args = parse(*command, argc, argv);
+    if (args.has("help")) {
+      print_help(*command);
+      return kExitOk;
+    }
+    return command->run(args);
   } catch (const Error& e) {
-    std::fprintf(stderr, "maploc %s: error [%s]: %s\n", command.c_str(),
-                 std::string(error_code_name(e.code())).c_str(), e.what());
+    const bool colour = colour_stderr();
+    std::fprintf(stderr, "maploc %s: %serror%s [%s]: %s\n", first.c_str(), colour ? "\033[1;31m" : "",
+                 colour ? "\033[0m" : "", std::string(error_code_name(e.code())).c_str(), e.what());
     return exit_code_for(e);
   }
-  std::fprintf(stderr, "maploc: unknown command '%s'\n\n%s", command.c_str(), kUsage);
-  return kExitUsage;
 }
 
 }  // namespace maploc::cli

@@ -51,6 +51,20 @@ TEST_CASE("version and help flags exit 0, no command is a usage error", "[cli]")
   CHECK(run_cli("ls").exit_code == 2);
 }
 
+TEST_CASE("every command has --help; unknown options are usage errors", "[cli]") {
+  for (const char* command : {"ls", "dis", "plan", "load", "remap", "convert", "verify"}) {
+    INFO(command);
+    auto help = run_cli(std::string(command) + " --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.rfind(std::string("usage: maploc ") + command, 0) == 0);
+    CHECK(run_cli(std::string("help ") + command).out == help.out);
+    auto typo = run_cli(std::string(command) + " x --map_location cpu");
+    CHECK(typo.exit_code == 2);
+    CHECK(typo.out.find("unknown option --map_location") != std::string::npos);
+  }
+  CHECK(run_cli("load x --map-location").exit_code == 2);  // a value option without its value
+}
+
 TEST_CASE("a missing file exits 3 and names the file", "[cli]") {
   auto r = run_cli("ls /nonexistent/model.pt");
   CHECK(r.exit_code == 3);
