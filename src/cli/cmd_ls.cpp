@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/format.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/hash.h"
@@ -117,19 +118,6 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   out["unknown_globals"] = ckpt.unknown_globals();
   out["version_hints"] = ckpt.version_hints();
   std::cout << out.dump(2) << "\n";
-}
-
-std::string human_bytes(std::uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
 }
 
 void print_table(const torch::Checkpoint& ckpt) {

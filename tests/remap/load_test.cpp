@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "manifest.h"
+#include "error_of.h"
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/remap/plan.h"
@@ -38,17 +39,6 @@ void check_hashes(const remap::Loaded& loaded, const nlohmann::json& manifest) {
   }
 }
 
-template <typename F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    INFO(e.what());
-    return e.code();
-  }
-  FAIL("no maploc::Error");
-  return ErrorCode::kInvalidArgument;
-}
 
 remap::Loaded load_fixture(const std::string& file, const LoadOptions& o) {
   const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/" + file));

@@ -6,9 +6,12 @@
 
 #include "maploc/error.h"
 #include "maploc/remap/map_location.h"
+#include "error_of.h"
 
 namespace maploc::remap {
 namespace {
+
+using test::error_of;
 
 // A small checkpoint's storages: tags as torch writes them.
 struct Fixture {
@@ -38,16 +41,6 @@ std::vector<std::string> spell(const std::vector<Device>& d) {
   return out;
 }
 
-template <typename F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("no error");
-  throw;
-}
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "maploc/error.h"
+#include "error_of.h"
 #include "maploc/torch/checkpoint.h"
 
 namespace maploc::test {
@@ -42,18 +43,6 @@ inline void patch(Buffer& b, const std::string& from, const std::string& to) {
   auto it = std::search(b.begin(), b.end(), from.begin(), from.end());
   REQUIRE(it != b.end());
   std::copy(to.begin(), to.end(), it);
-}
-
-/// The ErrorCode a callable throws, failing the test if it throws nothing or something else.
-template <typename F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  FAIL("no maploc::Error thrown");
-  return ErrorCode::kInvalidArgument;
 }
 
 }  // namespace maploc::test

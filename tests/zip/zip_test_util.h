@@ -13,6 +13,7 @@
 
 #include "maploc/error.h"
 #include "maploc/zip/archive.h"
+#include "error_of.h"
 
 namespace maploc::test {
 
@@ -74,17 +75,5 @@ inline std::vector<std::uint64_t> central_headers(const Buffer& b) {
   return out;
 }
 
-/// Runs f and returns the ErrorCode of the maploc::Error it throws.
-template <typename F>
-ErrorCode code_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    INFO(e.what());
-    return e.code();
-  }
-  FAIL("no maploc::Error was thrown");
-  return ErrorCode::kInvalidArgument;
-}
 
 }  // namespace maploc::test
