@@ -1,6 +1,7 @@
 // cmd_dis.cpp - `maploc dis`: pickletools-style disassembly of a checkpoint's pickles.
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/commands.h"
@@ -28,58 +29,84 @@ std::optional<zip::Archive> as_archive(const MappedFile& file, ContentKind kind)
   }
 }
 
+// Where disassembly goes: pickletools text on stdout, or with --json one
+// object per pickle with its opcodes, printed at the end.
+class Output {
+ public:
+  explicit Output(bool json) : json_(json) {}
+
+  // Disassembles one pickle of `stream` from options.start_offset; returns where it ends.
+  std::uint64_t pickle(std::span<const std::uint8_t> stream, pickle::DisOptions options) {
+    if (!json_) return pickle::disassemble(stream, std::cout, options);
+    nlohmann::json ops = nlohmann::json::array();
+    options.on_opcode = [&](const pickle::DisLine& l) {
+      ops.push_back({{"offset", l.offset}, {"byte", l.byte}, {"name", l.name}, {"arg", l.arg},
+                     {"note", l.note}, {"depth", l.depth}});
+    };
+    std::ostream discard(nullptr);
+    const std::uint64_t end = pickle::disassemble(stream, discard, options);
+    pickles_.push_back({{"stream", options.stream_name}, {"start", options.start_offset}, {"end", end},
+                        {"opcodes", std::move(ops)}});
+    return end;
+  }
+
+  void finish(const std::string& file) const {
+    if (json_) std::cout << nlohmann::json{{"file", file}, {"pickles", pickles_}}.dump(2) << "\n";
+  }
+
+ private:
+  bool json_;
+  nlohmann::json pickles_ = nlohmann::json::array();
+};
+
 // One record of a zip: data.pkl unless --record names another
 // (relative to the archive's prefix, or the full name).
-void dis_zip(const zip::Archive& archive, const std::string& record_name) {
+void dis_zip(const zip::Archive& archive, const std::string& record_name, Output& out) {
   const zip::Record* record = archive.find(record_name);
   if (record == nullptr) record = &archive.at(record_name);
   const Bytes bytes = archive.read(*record);
   pickle::DisOptions options;
   options.stream_name = record->name;
-  pickle::disassemble(bytes.span(), std::cout, options);
+  out.pickle(bytes.span(), options);
 }
 
 // A legacy stream: its five pickles back to back, as pickletools prints them one after another.
-void dis_legacy(const MappedFile& file) {
+void dis_legacy(const MappedFile& file, Output& out) {
   pickle::DisOptions options;
   options.stream_name = file.path;
-  for (int i = 0; i < kLegacyPickles; ++i) {
-    options.start_offset = pickle::disassemble(file.bytes.span(), std::cout, options);
-  }
+  for (int i = 0; i < kLegacyPickles; ++i) options.start_offset = out.pickle(file.bytes.span(), options);
 }
 
 }  // namespace
 
 int cmd_dis(const Args& args) {
   if (args.positional.size() != 1) {
-    throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc dis FILE [--record NAME]");
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc dis FILE [--record NAME] [--json]");
   }
   const MappedFile file = MappedFile::open(args.positional[0]);
   const auto kind = sniff_content(file.bytes.span().subspan(0, std::min<std::size_t>(file.bytes.size(), 512)));
   const bool has_record = args.has("record");
+  Output out(args.has("json"));
   if (const auto archive = as_archive(file, kind)) {
-    dis_zip(*archive, has_record ? args.get("record") : "data.pkl");
-    return kExitOk;
-  }
-  if (has_record) {
+    dis_zip(*archive, has_record ? args.get("record") : "data.pkl", out);
+  } else if (has_record) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
                 "--record applies to zip archives only; this file is " + describe_content(kind), std::nullopt,
                 file.path);
-  }
-  if (kind == ContentKind::kTorchLegacy) {
-    dis_legacy(file);
-    return kExitOk;
-  }
-  if (kind == ContentKind::kPickle || kind == ContentKind::kUnknown) {
+  } else if (kind == ContentKind::kTorchLegacy) {
+    dis_legacy(file, out);
+  } else if (kind == ContentKind::kPickle || kind == ContentKind::kUnknown) {
     pickle::DisOptions options;
     options.stream_name = file.path;
-    pickle::disassemble(file.bytes.span(), std::cout, options);
-    return kExitOk;
+    out.pickle(file.bytes.span(), options);
+  } else {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                "cannot disassemble " + describe_content(kind) +
+                    ": maploc dis reads zip checkpoints, legacy torch files and bare pickles",
+                std::nullopt, file.path);
   }
-  throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
-              "cannot disassemble " + describe_content(kind) + ": maploc dis reads zip checkpoints, legacy torch "
-              "files and bare pickles",
-              std::nullopt, file.path);
+  out.finish(file.path);
+  return kExitOk;
 }
 
 }  // namespace maploc::cli

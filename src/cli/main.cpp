@@ -37,11 +37,13 @@ const Command kCommands[] = {
      "  --hash      with --json: the sha256 of every tensor's values, row-major\n"
      "  --records   the zip records instead: offsets, sizes, alignment, compression\n",
      "json hash records", ""},
-    {"dis", cmd_dis, "dis FILE [--record NAME]", "disassemble a checkpoint's pickle, as pickletools prints it",
+    {"dis", cmd_dis, "dis FILE [--record NAME] [--json]", "disassemble a checkpoint's pickle, as pickletools prints it",
      "  --record NAME   a zip record (relative to the archive folder, or the full name);\n"
      "                  default data.pkl. Legacy files print their five pickles; a bare\n"
-     "                  pickle file prints itself.\n",
-     "", "record"},
+     "                  pickle file prints itself.\n"
+     "  --json          {file, pickles: [{stream, start, end, opcodes: [{offset, byte, name,\n"
+     "                  arg, note, depth}]}]}\n",
+     "json", "record"},
     {"plan", cmd_plan, "plan FILE [--map-location SPEC] [--json]",
      "where each storage would go and the bytes per device, before reading any data",
      "  --map-location SPEC   where storages go (default: their saved tags)\n"

@@ -188,7 +188,8 @@ std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& ou
     line += ": ";
     opcode_column(info.code, line);
     line.push_back(' ');
-    for (std::size_t k = 0; k < markstack.size(); ++k) line += indent;
+    const auto depth = static_cast<unsigned>(markstack.size());
+    for (unsigned k = 0; k < depth; ++k) line += indent;
     line += info.name;
     maxproto = std::max(maxproto, static_cast<int>(info.proto));
 
@@ -238,6 +239,10 @@ std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& ou
     }
     line.push_back('\n');
     out << line;
+    if (options.on_opcode) {
+      options.on_opcode({pos, static_cast<std::uint8_t>(info.code), info.name,
+                         info.arg != ArgKind::kNone ? std::string_view(arg) : std::string_view(), markmsg, depth});
+    }
     if (error) in.fail(error->first, error->second);
 
     if (stack.size() < numtopop)

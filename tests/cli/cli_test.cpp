@@ -147,3 +147,21 @@ TEST_CASE("dis with --record picks a record, a record that is no pickle is a cle
   CHECK(version.exit_code == 3);
   CHECK(version.out.find("pickle:") != std::string::npos);
 }
+
+TEST_CASE("dis --json lists the same opcodes as the text", "[cli][pickle]") {
+  const std::string file = fixture("checkpoints/legacy_state_dict.t113.pt");
+  auto text = run_cli("dis " + file);
+  auto json = run_cli("dis " + file + " --json");
+  REQUIRE(json.exit_code == 0);
+  const auto j = nlohmann::json::parse(json.out);
+  REQUIRE(j["pickles"].size() == 5);
+  std::size_t opcodes = 0;
+  for (const auto& p : j["pickles"]) {
+    opcodes += p["opcodes"].size();
+    CHECK(p["opcodes"].back()["name"] == "STOP");
+  }
+  std::size_t lines = 0;
+  for (char c : text.out) lines += c == '\n';
+  CHECK(opcodes + 5 == lines);  // each pickle's text adds its "highest protocol" line
+  CHECK(j["pickles"][1]["start"] == j["pickles"][0]["end"]);
+}

@@ -2,14 +2,29 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace maploc::pickle {
 
+/// One disassembled opcode, as handed to DisOptions::on_opcode.
+struct DisLine {
+  std::uint64_t offset;   ///< of the opcode byte
+  std::uint8_t byte;      ///< the opcode byte
+  std::string_view name;  ///< pickletools name ("BINPUT")
+  std::string_view arg;   ///< the argument as pickletools prints it; empty when none
+  std::string_view note;  ///< "(MARK at 5)", "(as 3)" or empty
+  unsigned depth;         ///< MARK nesting level
+};
+
 /// Options of disassemble().
 struct DisOptions {
+  /// Called for every opcode as it is decoded (for structured output, e.g. JSON);
+  /// the views are valid during the call only.
+  std::function<void(const DisLine&)> on_opcode{};
   /// Offset where the pickle starts; printed offsets are absolute.
   std::uint64_t start_offset = 0;
   /// Blanks per MARK level (pickletools' indentlevel).
