@@ -1,8 +1,6 @@
 // writer.cpp - stored records, FB alignment padding, data descriptors, ZIP64 end records (APPNOTE 6.3).
 #include "maploc/zip/writer.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 
 #include "maploc/error.h"
@@ -59,16 +57,6 @@ void zip64_extra(Out& o, std::uint64_t size, std::uint64_t header_offset) {
 }
 
 }  // namespace
-
-std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::uint8_t> bytes) noexcept {
-  uLong c = crc;
-  for (std::size_t off = 0; off < bytes.size();) {
-    const std::size_t n = std::min<std::size_t>(bytes.size() - off, std::size_t{1} << 30);
-    c = ::crc32(c, bytes.data() + off, static_cast<uInt>(n));
-    off += n;
-  }
-  return static_cast<std::uint32_t>(c);
-}
 
 Writer::Writer(Sink sink, WriterOptions options) : sink_(std::move(sink)), options_(options) {
   const std::uint64_t a = options_.alignment;

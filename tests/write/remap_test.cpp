@@ -136,3 +136,17 @@ TEST_CASE("tied tensors stay on one storage after remap", "[torch][remap]") {
     for (std::size_t i = 0; i < in.tensors().size(); ++i) CHECK(in.tensors()[i].storage == out.tensors()[i].storage);
   }
 }
+
+TEST_CASE("pickle writer refuses an external handle without a callback", "[pickle][malformed]") {
+  CHECK(test::code_of([] { pickle::write(pickle::Value::external(7)); }) == ErrorCode::kPickleUnwritable);
+  pickle::WriteOptions bad;
+  bad.protocol = 1;
+  CHECK(test::code_of([&] { pickle::write(pickle::Value(), bad); }) == ErrorCode::kInvalidArgument);
+  // Scalars round-trip through the machine.
+  for (const auto& v : {pickle::Value::integer(-5), pickle::Value::integer(1ll << 40), pickle::Value::real(2.5),
+                        pickle::Value::boolean(true), pickle::Value()}) {
+    const auto bytes = pickle::write(v);
+    const auto back = pickle::run(std::span<const std::uint8_t>(bytes));
+    CHECK(pickle::write(back.root()) == bytes);
+  }
+}

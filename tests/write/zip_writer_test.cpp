@@ -113,3 +113,20 @@ TEST_CASE("zip writer switches to ZIP64 past 4 GiB (sparse file)", "[zip][limits
   CHECK(ar.at("version").data_offset % 64 == 0);
   CHECK(ar.read(ar.at("version")).text() == "3\n");
 }
+
+TEST_CASE("verify_crc32 raises kZipCrcMismatch for a flipped byte, skips CRC 0", "[zip][malformed]") {
+  std::vector<std::uint8_t> out;
+  zip::Writer w([&](std::span<const std::uint8_t> b) { out.insert(out.end(), b.begin(), b.end()); });
+  w.add("a/x", bytes_of("hello"));
+  w.finish();
+  CHECK(zip::verify_crc32(reopen(out), reopen(out).at("x")));
+  out[64] ^= 1;  // the data of the first record starts at 64
+  const zip::Archive bad = reopen(out);
+  CHECK(test::code_of([&] { zip::verify_crc32(bad, bad.at("x")); }) == ErrorCode::kZipCrcMismatch);
+  std::vector<std::uint8_t> nocrc;
+  zip::Writer w2([&](std::span<const std::uint8_t> b) { nocrc.insert(nocrc.end(), b.begin(), b.end()); },
+                 {.alignment = 64, .crc32 = false});
+  w2.add("a/x", bytes_of("hello"));
+  w2.finish();
+  CHECK_FALSE(zip::verify_crc32(reopen(nocrc), reopen(nocrc).at("x")));
+}
