@@ -169,6 +169,7 @@ std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& ou
   in.set_check_frames(false);  // pickletools reads FRAME's argument and nothing more
   ArgFormatter fmt(in);
 
+  constexpr unsigned kMaxIndentDepth = 100;
   // pickletools' crude stack emulation: only where the MARKs are matters.
   std::vector<bool> stack;  // true = markobject
   std::vector<std::uint64_t> markstack;
@@ -189,7 +190,10 @@ std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& ou
     opcode_column(info.code, line);
     line.push_back(' ');
     const auto depth = static_cast<unsigned>(markstack.size());
-    for (unsigned k = 0; k < depth; ++k) line += indent;
+    // pickletools indents by the MARK depth, so n MARKs would print O(n^2)
+    // bytes (a 200 KB pickle of MARKs: 80 GB). The indentation stops growing
+    // at kMaxIndentDepth, far deeper than any real pickle nests its MARKs.
+    for (unsigned k = 0; k < std::min(depth, kMaxIndentDepth); ++k) line += indent;
     line += info.name;
     maxproto = std::max(maxproto, static_cast<int>(info.proto));
 
