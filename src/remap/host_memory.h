@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "maploc/bytes.h"
@@ -9,9 +10,32 @@
 
 namespace maploc::remap::detail {
 
+/// A 64-byte-aligned private buffer of `nbytes` bytes, not yet filled;
+/// pinned memory when `pinned`. Large buffers are page-aligned anonymous
+/// mappings that may use transparent huge pages. Raises kRemapOutOfMemory.
+PlacedStorage host_allocate(std::uint64_t nbytes, bool pinned, const std::string& who);
+
 /// A 64-byte-aligned private buffer holding `raw` with `swap_unit` elements
 /// byte-swapped (1 = plain copy); pinned memory when `pinned`.
 PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, bool pinned, const std::string& who);
+
+/// One destination of fill_host(): `src.size()` bytes to `dst`.
+struct HostFill {
+  std::uint8_t* dst = nullptr;
+  Bytes src;                  ///< the bytes as on disk (a view of the mapping, or inflated)
+  std::size_t swap_unit = 1;  ///< element size to byte-swap, 1 for none
+  /// Offset of src's first byte in the file behind `fd`, or -1 when src is
+  /// not a plain range of the file (inflated records): then it is copied.
+  std::int64_t file_offset = -1;
+};
+
+/// Fills every destination, in parallel on up to `threads` threads when
+/// there is enough to do: ranges of at least 256 KiB that lie plainly in
+/// the file are read with pread(fd) in 8 MiB pieces straight into their
+/// destination (no page faults on the mapping, loading-performance-and-security.md
+/// A.10); the rest are copied (and swapped) from `src`. A failed or short
+/// pread falls back to copying from `src`. `fd` < 0: copies only.
+void fill_host(std::span<const HostFill> fills, int fd, unsigned threads);
 
 /// A read-only zero-copy view of `raw`, kept alive by the view.
 PlacedStorage host_view(const Bytes& raw);

@@ -1,6 +1,12 @@
 // load.cpp - remap::load: plan, allocate every storage where the plan says, fill it from the file.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <optional>
+#include <thread>
 
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
@@ -57,18 +63,78 @@ std::optional<Bytes> copy_on_write_mapping(const torch::Checkpoint& checkpoint) 
   }
 }
 
+// Where raw lies in the file, when it is a plain (stored, not inflated) range
+// of a zip archive's mapping; -1 otherwise (then it is copied from raw).
+std::int64_t file_offset_of(const torch::Checkpoint& checkpoint, const torch::Storage& s, const Bytes& raw) {
+  const zip::Archive* archive = checkpoint.archive();
+  if (archive == nullptr || s.compressed || s.view_of) return -1;
+  const Bytes& file = archive->file_bytes();
+  if (raw.data() < file.data() || s.file_offset > file.size() || raw.size() > file.size() - s.file_offset ||
+      static_cast<std::uint64_t>(raw.data() - file.data()) != s.file_offset) {
+    return -1;
+  }
+  return static_cast<std::int64_t>(s.file_offset);
+}
+
+// Places storage i on the host. Copies get their buffer now and a HostFill
+// for fill_host(), which reads them all at once after every allocation.
+template <class Names>
 PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, const LoadOptions& options,
-                            const std::optional<Bytes>& cow, const std::string& who) {
+                            const std::optional<Bytes>& cow, Names& names, std::vector<detail::HostFill>& fills) {
   const torch::Storage& s = checkpoint.storages()[i];
   const std::size_t unit = swap_unit_for(checkpoint, s);
   const Bytes raw = checkpoint.storage_bytes(i);
-  if (options.host == HostMemory::kPinned) return detail::host_copy(raw, unit, true, who);
-  if (options.host == HostMemory::kOwnedCopy || unit > 1) return detail::host_copy(raw, unit, false, who);
-  if (!options.writable) return detail::host_view(raw);
-  if (cow && !s.compressed && s.file_offset <= cow->size() && s.nbytes <= cow->size() - s.file_offset) {
+  const bool copy = options.host == HostMemory::kPinned || options.host == HostMemory::kOwnedCopy || unit > 1;
+  if (!copy && !options.writable) return detail::host_view(raw);
+  if (!copy && cow && !s.compressed && s.file_offset <= cow->size() && s.nbytes <= cow->size() - s.file_offset) {
     return detail::host_cow_view(*cow, s.file_offset, s.nbytes);
   }
-  return detail::host_copy(raw, unit, false, who);
+  PlacedStorage placed = detail::host_allocate(raw.size(), options.host == HostMemory::kPinned,
+                                               detail::describe_storage(s, names(i)));
+  if (!raw.empty()) {
+    fills.push_back({static_cast<std::uint8_t*>(placed.data), raw, unit, file_offset_of(checkpoint, s, raw)});
+  }
+  return placed;
+}
+
+// A descriptor of the checkpoint's file for fill_host()'s preads, or -1 when
+// the path no longer names the file that was mapped (moved, replaced,
+// resized) or nothing is to be read from it. The mapping stays the source of truth.
+class FileForReads {
+ public:
+  FileForReads(const torch::Checkpoint& checkpoint, const std::vector<detail::HostFill>& fills) {
+    const auto first = std::find_if(fills.begin(), fills.end(), [](const auto& f) { return f.file_offset >= 0; });
+    if (first == fills.end() || checkpoint.archive() == nullptr) return;
+    fd_ = ::open(checkpoint.path().c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<std::uint64_t>(st.st_size) != checkpoint.archive()->file_bytes().size() || !same_bytes(*first)) {
+      close();
+    }
+  }
+  ~FileForReads() { close(); }
+  FileForReads(const FileForReads&) = delete;
+  FileForReads& operator=(const FileForReads&) = delete;
+  int fd() const noexcept { return fd_; }
+
+ private:
+  // The first bytes of one storage read through the descriptor equal the mapping's.
+  bool same_bytes(const detail::HostFill& f) const {
+    std::uint8_t probe[4096];
+    const std::size_t n = std::min<std::size_t>(sizeof probe, f.src.size());
+    return ::pread(fd_, probe, n, static_cast<off_t>(f.file_offset)) == static_cast<ssize_t>(n) &&
+           std::memcmp(probe, f.src.data(), n) == 0;
+  }
+  void close() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
+
+unsigned host_threads_of(const LoadOptions& options) {
+  if (options.host_threads != 0) return options.host_threads;
+  return std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
 }
 
 }  // namespace
@@ -82,12 +148,18 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   const Plan plan = make_plan(checkpoint, options.map, inventory);
   check_fits(plan);
 
-  const auto names = detail::storage_tensor_names(checkpoint);
+  // Tensor names per storage are for messages only: built on first use (not for mapped views).
+  std::optional<std::vector<std::vector<std::string>>> names_cache;
+  auto names = [&](std::size_t i) -> const std::vector<std::string>& {
+    if (!names_cache) names_cache = detail::storage_tensor_names(checkpoint);
+    return (*names_cache)[i];
+  };
   const auto& storages = checkpoint.storages();
   Loaded out;
   out.tensors_ = checkpoint.tensors();
   out.inventory_ = inventory;
   out.storages_.resize(storages.size());
+  out.by_name_.reserve(out.tensors_.size());
   for (std::size_t t = 0; t < out.tensors_.size(); ++t) out.by_name_.emplace(out.tensors_[t].name, t);
 
   const bool any_cuda = std::any_of(plan.targets.begin(), plan.targets.end(),
@@ -98,10 +170,10 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   if (options.writable && options.host == HostMemory::kMappedView) cow = copy_on_write_mapping(checkpoint);
 
   std::vector<detail::UploadJob> jobs;
+  std::vector<detail::HostFill> fills;
   for (std::size_t i = 0; i < storages.size(); ++i) {
     const torch::Storage& s = storages[i];
     const Device& target = plan.targets[i];
-    const std::string who = detail::describe_storage(s, names[i]);
     PlacedStorage& placed = out.storages_[i];
     switch (target.kind) {
       case Device::Kind::kMeta:
@@ -109,9 +181,11 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
         placed.nbytes = s.nbytes;
         break;
       case Device::Kind::kCpu:
-        placed = place_on_host(checkpoint, i, options, cow, who);
+        placed = place_on_host(checkpoint, i, options, cow, names, fills);
         break;
       case Device::Kind::kCuda: {
+        // Built only here: a mapped view never names its storage, and W1 has 30,000 of them.
+        const std::string who = detail::describe_storage(s, names(i));
         placed.device = target;
         placed.nbytes = s.nbytes;
         placed.writable = true;
@@ -126,6 +200,10 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
         break;
       }
     }
+  }
+  if (!fills.empty()) {
+    const FileForReads file(checkpoint, fills);
+    detail::fill_host(fills, file.fd(), host_threads_of(options));
   }
   if (!jobs.empty()) detail::cuda_upload(jobs, options.cuda);
   return out;

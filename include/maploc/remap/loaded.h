@@ -38,6 +38,9 @@ struct LoadOptions {
   /// With kMappedView: hand out writable copy-on-write pages instead of read-only ones.
   bool writable = false;
   CudaOptions cuda;
+  /// Threads filling owned and pinned host copies (0: one per core, at most 8).
+  /// Loads under 16 MiB of copies stay on the calling thread.
+  unsigned host_threads = 0;
   /// The devices to plan against; nullptr probes this process (DeviceInventory::probe()).
   const DeviceInventory* inventory = nullptr;
 };
