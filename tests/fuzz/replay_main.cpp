@@ -1,5 +1,6 @@
 // replay_main.cpp - runs a fuzz target over files and folders (no libFuzzer needed), so that
 // every build replays the seed corpora and the regression inputs as ctest tests.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
