@@ -10,6 +10,8 @@
 
 namespace maploc::torch::json {
 
+struct Member;
+
 /// One parsed JSON value. Numbers keep their literal text.
 struct Value {
   enum class Type : std::uint8_t { kNull, kBool, kNumber, kString, kArray, kObject };
@@ -17,12 +19,20 @@ struct Value {
   bool boolean = false;
   std::string text;                                     ///< string contents (unescaped) or number literal
   std::vector<Value> items;                             ///< array elements
-  std::vector<std::pair<std::string, Value>> members;   ///< object members in file order
+  std::vector<Member> members;                          ///< object members in file order
 
   /// The member under key, or nullptr.
   const Value* find(std::string_view key) const;
   /// A non-negative integer literal that fits uint64, else nullopt.
   std::optional<std::uint64_t> as_u64() const;
+};
+
+/// One object member. Not a std::pair: std::pair<std::string, Value> inside Value
+/// is an incomplete type for clang with libstdc++ (the fuzz build is clang).
+struct Member {
+  Member(std::string key, Value value) : first(std::move(key)), second(std::move(value)) {}
+  std::string first;
+  Value second;
 };
 
 /// Why parse() failed and where.

@@ -171,7 +171,9 @@ void read_safetensors(Checkpoint::State& st) {
     st.tensors.push_back(std::move(t));
   }
   // Tied tensors maploc wrote once come back as names sharing the kept tensor's storage.
-  for (const auto& [k, kept] : st.metadata) {
+  for (const auto& meta : st.metadata) {
+    const std::string& k = meta.first;
+    const std::string& kept = meta.second;  // not a structured binding: clang 14 cannot capture those
     if (k.rfind(kTiedPrefix, 0) != 0) continue;
     const std::string alias = k.substr(kTiedPrefix.size());
     auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == kept; });
