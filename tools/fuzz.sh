@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 minutes=${1:?usage: tools/fuzz.sh MINUTES [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_zip fuzz_pickle fuzz_checkpoint)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_zip fuzz_pickle fuzz_checkpoint fuzz_safetensors)
 cxx=${CXX_FUZZ:-$(command -v clang++-14 || command -v clang++)}
 cc=${CC_FUZZ:-$(command -v clang-14 || command -v clang)}
 build=${FUZZ_BUILD_DIR:-build-fuzz}

@@ -1,106 +1,11 @@
 // fuzz_checkpoint.cpp - libFuzzer target: any bytes as a torch checkpoint, then a CPU load.
-// Invariants: every tensor lies inside its storage, every storage names its bytes,
-// and remap::load places exactly storage.nbytes bytes per storage.
+// Invariants (checkpoint_checks.h): every tensor lies inside its storage, every zip storage
+// names its record, and remap::load places exactly storage.nbytes bytes per storage.
 #include <cstdint>
 
-#include "fuzz_common.h"
-#include "maploc/error.h"
-#include "maploc/remap/loaded.h"
-#include "maploc/torch/checkpoint.h"
-#include "maploc/torch/dtype.h"
-
-namespace {
-
-using namespace maploc;
-
-// Last element index + 1 of a strided view, computed independently of src/torch
-// with overflow checks; nullopt on overflow (the reader must then have refused).
-std::optional<unsigned __int128> extent_elements(const torch::Tensor& t) {
-  if (t.storage_offset < 0) return std::nullopt;
-  unsigned __int128 last = static_cast<std::uint64_t>(t.storage_offset);
-  for (std::size_t i = 0; i < t.shape.size(); ++i) {
-    if (t.shape[i] == 0) return 0;  // empty: touches no element
-  }
-  for (std::size_t i = 0; i < t.shape.size(); ++i) {
-    const std::int64_t stride = i < t.stride.size() ? t.stride[i] : 0;
-    if (stride < 0 || t.shape[i] < 0) return std::nullopt;
-    last += static_cast<unsigned __int128>(t.shape[i] - 1) * static_cast<std::uint64_t>(stride);
-  }
-  return last + 1;
-}
-
-void check_checkpoint(const torch::Checkpoint& ckpt) {
-  const auto& storages = ckpt.storages();
-  for (const auto& s : storages) {
-    // Zip storages name their record (legacy streams leave it empty today,
-    // although storage.h promises "<stream>/<key>"; see docs/security.md).
-    const bool zip = ckpt.format() == torch::Format::kZip || ckpt.format() == torch::Format::kTorchScript;
-    if (zip && s.record.empty()) fuzz::invariant_failed("zip storage without a record");
-    const std::uint64_t es = torch::element_size(s.dtype);
-    if (es == 0 || s.nbytes % es != 0 || s.nbytes / es != s.numel) {
-      fuzz::invariant_failed("storage nbytes is not numel x element size");
-    }
-    if (s.view_of && *s.view_of >= storages.size()) fuzz::invariant_failed("storage view of a missing storage");
-  }
-  for (const auto& t : ckpt.tensors()) {
-    for (const auto& c : t.components) {
-      if (c.tensor >= ckpt.tensors().size()) fuzz::invariant_failed("component index out of range");
-    }
-    if (!t.storage) continue;
-    if (*t.storage >= storages.size()) fuzz::invariant_failed("tensor names a missing storage");
-    const auto& s = storages[*t.storage];
-    auto extent = extent_elements(t);
-    if (!extent) fuzz::invariant_failed("tensor geometry overflows yet was accepted");
-    const std::uint64_t es = torch::element_size(t.dtype);
-    if (es == 0) continue;
-    if (*extent * es > s.nbytes) fuzz::invariant_failed("tensor reaches past the end of its storage");
-  }
-  for (std::size_t i = 0; i < storages.size(); ++i) {
-    try {
-      Bytes b = ckpt.storage_bytes(i);
-      if (b.size() != storages[i].nbytes) fuzz::invariant_failed("storage_bytes size differs from nbytes");
-    } catch (const Error&) {
-      // a deflated record may still fail to inflate (reported, not a crash)
-    }
-  }
-  (void)ckpt.unknown_globals();
-}
-
-void check_load(const torch::Checkpoint& ckpt) {
-  static const remap::DeviceInventory kNoGpu{};
-  remap::LoadOptions options;
-  options.map = remap::MapLocation::all_to("cpu");
-  options.inventory = &kNoGpu;
-  auto loaded = remap::load(ckpt, options);
-  if (loaded.storages().size() != ckpt.storages().size()) fuzz::invariant_failed("load lost storages");
-  for (std::size_t i = 0; i < loaded.storages().size(); ++i) {
-    const auto& p = loaded.storages()[i];
-    if (p.nbytes != ckpt.storages()[i].nbytes) fuzz::invariant_failed("placed storage has the wrong size");
-    if (p.nbytes != 0 && p.data == nullptr) fuzz::invariant_failed("placed storage without data");
-  }
-  // Hash a bounded number of small tensors: reads every element through the placed copy.
-  std::uint64_t budget = std::uint64_t{1} << 22;
-  for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
-    const auto& t = loaded.tensors()[i];
-    if (!t.storage) continue;
-    const std::uint64_t n = t.numel();
-    if (n > budget) break;
-    budget -= n;
-    (void)loaded.tensor_sha256(i);
-  }
-}
-
-}  // namespace
+#include "checkpoint_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  torch::Options options;
-  options.limits = fuzz::tight_limits();
-  options.diagnostics = [](std::string_view) {};
-  try {
-    auto ckpt = torch::Checkpoint::from_file(fuzz::as_file(data, size), options);
-    check_checkpoint(ckpt);
-    check_load(ckpt);
-  } catch (const Error&) {
-  }
+  maploc::fuzz::read_and_check(data, size);
   return 0;
 }

@@ -5,6 +5,7 @@ Usage: make_seeds.py OUT_DIR   (creates OUT_DIR/<target>/ for every target)
 
 fuzz_zip, fuzz_checkpoint: every committed checkpoint under 512 KiB (zip, legacy,
 tar, TorchScript), the malicious corpus and the regression inputs.
+fuzz_safetensors: fixtures/safetensors and the malicious .safetensors files.
 fuzz_pickle: the pickle corpus (*.pkl), every pickle record pulled out of the zip
 checkpoints (data.pkl, constants.pkl), the malicious corpus's pickles.
 Reads files only with zipfile; never unpickles anything.
@@ -38,7 +39,7 @@ def checkpoint_files():
 
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
-    targets = ["fuzz_zip", "fuzz_pickle", "fuzz_checkpoint"]
+    targets = ["fuzz_zip", "fuzz_pickle", "fuzz_checkpoint", "fuzz_safetensors"]
     for t in targets:
         shutil.rmtree(out / t, ignore_errors=True)
         (out / t).mkdir(parents=True)
@@ -55,6 +56,10 @@ def main() -> int:
                         put(out / "fuzz_pickle", z.read(info), p.name + "." + info.filename)
         except Exception:  # not a zip, or a deliberately broken one
             pass
+    for d in (ROOT / "fixtures" / "safetensors", ROOT / "fixtures" / "malicious"):
+        for p in sorted(d.rglob("*.safetensors")) if d.is_dir() else []:
+            put(out / "fuzz_safetensors", p.read_bytes(), p.name)
+            put(out / "fuzz_checkpoint", p.read_bytes(), p.name)
     for p in sorted((ROOT / "fixtures" / "pickle" / "corpus").glob("*.pkl")):
         put(out / "fuzz_pickle", p.read_bytes(), p.name)
     for t in targets:
