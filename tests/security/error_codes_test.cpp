@@ -8,6 +8,10 @@
 #include <set>
 #include <string>
 
+#include <cstdio>
+#include <filesystem>
+
+#include "maploc/atomic_file.h"
 #include "maploc/error.h"
 #include "maploc/mapped_file.h"
 #include "maploc/pickle/machine.h"
@@ -15,6 +19,7 @@
 #include "maploc/remap/plan.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/zip/archive.h"
+#include "maploc/zip/crc32.h"
 #include "security/security_util.h"
 
 using namespace maploc;
@@ -53,6 +58,34 @@ std::map<std::string, std::function<void()>> api_producers() {
     (void)pickle::run(std::span<const std::uint8_t>(b, 2), o);
   };
   p["kZipRecordNotFound"] = [] { (void)zip::Archive::open(fixture("dtypes.t2x.pt")).at("no/such/record"); };
+  p["kIoWrite"] = [] {
+    const auto path = std::filesystem::temp_directory_path() / "maploc-security-iowrite.bin";
+    auto out = AtomicFile::create(path);
+    out.commit();
+    std::filesystem::remove(path);
+    const std::uint8_t b = 0;
+    out.write(std::span<const std::uint8_t>(&b, 1));  // after commit
+  };
+  p["kZipCrcMismatch"] = [] {
+    auto ar = zip::Archive::open(security::malicious_dir() + "/codes/crc_mismatch.zip");
+    (void)zip::verify_crc32(ar, ar.records().at(0));
+  };
+  p["kRemapBadRewriteTarget"] = [] {
+    // Raised by the CLI's remap command only: run it and read the code from its message.
+    const auto out = std::filesystem::temp_directory_path() / "maploc-security-remap.pt";
+    const std::string cmd = std::string("'") + MAPLOC_CLI + "' remap '" + fixture("dtypes.t2x.pt") + "' '" +
+                            out.string() + "' --map-location meta 2>&1";
+    std::string text;
+    if (FILE* pipe = popen(cmd.c_str(), "r")) {
+      char buf[512];
+      while (std::fgets(buf, sizeof buf, pipe)) text += buf;
+      pclose(pipe);
+    }
+    std::filesystem::remove(out);
+    if (text.find("[kRemapBadRewriteTarget]") != std::string::npos) {
+      throw Error(ErrorCode::kRemapBadRewriteTarget, Stage::kCli, text);
+    }
+  };
   p["kPicklePersistentId"] = [] {
     const std::uint8_t b[] = {0x80, 2, 'K', 1, 'Q', '.'};
     pickle::Options o;
@@ -93,14 +126,10 @@ std::map<std::string, std::function<void()>> api_producers() {
 // Codes no input of this suite can produce, with where they are covered.
 const std::map<std::string, std::string> kElsewhere = {
     {"kRemapDevice", "device-only: needs a CUDA runtime failure (tests/remap_cuda on a GPU machine)"},
-    {"kIoWrite", "writer API: tests/write (writing to an unwritable path)"},
-    {"kIoNoSpace", "writer API: tests/write (RLIMIT_FSIZE)"},
-    {"kZipWriterMisuse", "writer API: tests/write"},
-    {"kZipCrcMismatch", "writer/verify API: tests/write"},
-    {"kPickleUnwritable", "writer API: tests/write"},
-    {"kTorchNotConvertible", "convert API: tests/write"},
-    {"kRemapBadRewriteTarget", "convert API: tests/write"},
-    {"kTorchBadSafetensors", "safetensors reader: tests/torch (being written)"},
+    {"kIoNoSpace", "writer API: tests/write/failure_test.cpp (RLIMIT_FSIZE)"},
+    {"kZipWriterMisuse", "writer API: tests/write/zip_writer_test.cpp"},
+    {"kPickleUnwritable", "writer API: tests/write/remap_test.cpp"},
+    {"kTorchNotConvertible", "convert API: tests/write/safetensors_test.cpp"},
 };
 
 }  // namespace
