@@ -6,6 +6,7 @@
 #include "maploc/error.h"
 #include "maploc/limits.h"
 #include "maploc/mapped_file.h"
+#include "maploc/progress.h"
 #include "maploc/sha256.h"
 #include "maploc/sniff.h"
 #include "maploc/version.h"

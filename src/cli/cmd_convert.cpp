@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/format.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
@@ -45,6 +46,8 @@ int cmd_convert(const Args& args) {
     torch::SafetensorsOptions options;
     options.duplicate_tied = args.has("duplicate-tied");
     options.metadata.emplace_back("maploc.source", checkpoint.path());
+    ProgressBar bar(args, "converting");
+    options.progress = bar.callback();
     const auto report = torch::save_safetensors(checkpoint, out_path, options);
     out["tensors"] = report.tensors;
     out["data_bytes"] = report.data_bytes;
@@ -61,6 +64,8 @@ int cmd_convert(const Args& args) {
   } else {
     torch::ArchiveOptions options;
     options.locations.assign(checkpoint.storages().size(), "");
+    ProgressBar bar(args, "converting");
+    options.progress = bar.callback();
     const auto report = torch::save_archive(checkpoint, out_path, options);
     out["storages"] = report.storages;
     out["data_bytes"] = report.data_bytes;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/format.h"
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
@@ -44,6 +45,8 @@ int cmd_load(const Args& args) {
   const auto checkpoint = torch::Checkpoint::open(args.positional[0]);
   const double open_s = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
+  ProgressBar bar(args, "loading");
+  options.progress = bar.callback();
   const auto loaded = remap::load(checkpoint, options);
   const double load_s = seconds_since(t1);
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/format.h"
 #include "maploc/error.h"
 #include "maploc/remap/map_location.h"
@@ -76,6 +77,8 @@ int cmd_remap(const Args& args) {
   const auto checkpoint = torch::Checkpoint::open(args.positional[0]);
   torch::ArchiveOptions options;
   options.locations = rewritten_tags(checkpoint, map);
+  ProgressBar bar(args, "remapping");
+  options.progress = bar.callback();
   const auto report = torch::save_archive(checkpoint, args.positional[1], options);
 
   std::map<std::pair<std::string, std::string>, std::size_t> changes;

@@ -9,6 +9,7 @@
 
 #include "maploc/bytes.h"
 #include "maploc/remap/loaded.h"
+#include "support/progress_meter.h"
 
 namespace maploc::remap::detail {
 
@@ -40,7 +41,8 @@ struct UploadJob {
 /// with asynchronous copies, several reader threads, and small neighbouring
 /// jobs packed into one transfer. Returns after the copies completed.
 /// Raises kRemapDevice naming the storage; kRemapCudaNotBuilt without CUDA.
-void cuda_upload(std::span<const UploadJob> jobs, const CudaOptions& options);
+void cuda_upload(std::span<const UploadJob> jobs, const CudaOptions& options,
+                 maploc::detail::ProgressMeter* meter = nullptr);
 
 /// Synchronous device-to-host copy.
 void cuda_download(int device, const void* src, void* dst, std::uint64_t nbytes, const std::string& who);

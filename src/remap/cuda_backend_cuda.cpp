@@ -47,6 +47,7 @@ struct Batch {
   std::vector<CopyOp> ops;
   std::vector<Transfer> transfers;
   std::uint64_t used = 0;
+  std::uint64_t staged = 0;  // payload bytes (without coalescing gaps), for progress
 };
 
 // Packs the jobs of one device into staging-buffer batches. Large jobs are cut
@@ -89,6 +90,7 @@ std::vector<Batch> pack(std::span<const UploadJob> jobs, const std::vector<std::
         b->transfers.push_back({at, const_cast<std::uint8_t*>(dst) + done, n, j});
       }
       b->used = at + n;
+      b->staged += n;
       done += n;
     }
   }
@@ -153,7 +155,7 @@ void fill(const Batch& batch, std::uint8_t* staging, unsigned threads) {
 }
 
 void upload_device(std::span<const UploadJob> jobs, const std::vector<std::size_t>& order, int device,
-                   const CudaOptions& options) {
+                   const CudaOptions& options, maploc::detail::ProgressMeter* meter) {
   const std::uint64_t capacity = std::max<std::uint64_t>(options.staging_bytes - options.staging_bytes % 64, 64);
   const auto batches = pack(jobs, order, capacity, options.arena);
   if (batches.empty()) return;
@@ -169,6 +171,7 @@ void upload_device(std::span<const UploadJob> jobs, const std::vector<std::size_
             "copying " + jobs[t.job].who + " to cuda:" + std::to_string(device));
     }
     check(cudaEventRecord(ring.event(k), ring.stream()), "recording a copy event");
+    if (meter != nullptr) meter->add(batches[b].staged);
   }
   check(cudaStreamSynchronize(ring.stream()), "finishing the copies to cuda:" + std::to_string(device));
 }
@@ -219,7 +222,7 @@ std::shared_ptr<void> cuda_allocate_pinned(std::uint64_t nbytes, void** out, con
   return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
 }
 
-void cuda_upload(std::span<const UploadJob> jobs, const CudaOptions& options) {
+void cuda_upload(std::span<const UploadJob> jobs, const CudaOptions& options, maploc::detail::ProgressMeter* meter) {
   // One pipeline per device, in device order; jobs keep their order within a device.
   std::vector<int> devices;
   for (const auto& j : jobs) {
@@ -231,7 +234,7 @@ void cuda_upload(std::span<const UploadJob> jobs, const CudaOptions& options) {
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       if (jobs[i].device == device && !jobs[i].source.empty()) order.push_back(i);
     }
-    upload_device(jobs, order, device, options);
+    upload_device(jobs, order, device, options, meter);
   }
 }
 

@@ -25,7 +25,7 @@ std::shared_ptr<void> cuda_allocate_pinned(std::uint64_t, void**, const std::str
   refuse("pinned host memory for " + who);
 }
 
-void cuda_upload(std::span<const UploadJob>, const CudaOptions&) { refuse("uploading to a CUDA device"); }
+void cuda_upload(std::span<const UploadJob>, const CudaOptions&, maploc::detail::ProgressMeter*) { refuse("uploading to a CUDA device"); }
 
 void cuda_download(int, const void*, void*, std::uint64_t, const std::string& who) {
   refuse("copying " + who + " back from a CUDA device");

@@ -97,7 +97,7 @@ PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, bool pinned, co
   return out;
 }
 
-void fill_host(std::span<const HostFill> fills, int fd, unsigned threads) {
+void fill_host(std::span<const HostFill> fills, int fd, unsigned threads, maploc::detail::ProgressMeter* meter) {
   std::vector<Piece> pieces;
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < fills.size(); ++i) {
@@ -110,13 +110,17 @@ void fill_host(std::span<const HostFill> fills, int fd, unsigned threads) {
   // Largest pieces first, so that no thread is left with a big one at the end.
   std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.n > b.n; });
   if (threads <= 1 || total < kParallelMin || pieces.size() < 2) {
-    for (const Piece& p : pieces) fill_piece(fills[p.fill], p, fd);
+    for (const Piece& p : pieces) {
+      fill_piece(fills[p.fill], p, fd);
+      if (meter != nullptr) meter->add(p.n);
+    }
     return;
   }
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
     for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < pieces.size();) {
       fill_piece(fills[pieces[k].fill], pieces[k], fd);
+      if (meter != nullptr) meter->add(pieces[k].n);
     }
   };
   std::vector<std::jthread> pool;

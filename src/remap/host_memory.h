@@ -7,6 +7,7 @@
 
 #include "maploc/bytes.h"
 #include "maploc/remap/loaded.h"
+#include "support/progress_meter.h"
 
 namespace maploc::remap::detail {
 
@@ -35,7 +36,8 @@ struct HostFill {
 /// destination (no page faults on the mapping, loading-performance-and-security.md
 /// A.10); the rest are copied (and swapped) from `src`. A failed or short
 /// pread falls back to copying from `src`. `fd` < 0: copies only.
-void fill_host(std::span<const HostFill> fills, int fd, unsigned threads);
+void fill_host(std::span<const HostFill> fills, int fd, unsigned threads,
+               maploc::detail::ProgressMeter* meter = nullptr);
 
 /// A read-only zero-copy view of `raw`, kept alive by the view.
 PlacedStorage host_view(const Bytes& raw);

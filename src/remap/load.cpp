@@ -201,11 +201,15 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
       }
     }
   }
+  std::uint64_t to_copy = 0;
+  for (const auto& f : fills) to_copy += f.src.size();
+  for (const auto& j : jobs) to_copy += j.source.size();
+  maploc::detail::ProgressMeter meter(options.progress, to_copy);
   if (!fills.empty()) {
     const FileForReads file(checkpoint, fills);
-    detail::fill_host(fills, file.fd(), host_threads_of(options));
+    detail::fill_host(fills, file.fd(), host_threads_of(options), &meter);
   }
-  if (!jobs.empty()) detail::cuda_upload(jobs, options.cuda);
+  if (!jobs.empty()) detail::cuda_upload(jobs, options.cuda, &meter);
   return out;
 }
 

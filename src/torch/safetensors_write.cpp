@@ -92,6 +92,7 @@ SafetensorsReport write_safetensors(const Checkpoint& c, const zip::Sink& sink, 
     for_each_value_chunk(*it.tensor, raw, c.byteorder(), sink);
     ++report.tensors;
     report.data_bytes += it.nbytes;
+    if (options.progress) options.progress(report.data_bytes, offset);
   }
   return report;
 }

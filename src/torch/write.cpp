@@ -28,8 +28,15 @@ std::string tag_of(const Checkpoint& c, const ArchiveOptions& o, std::size_t sto
   return c.storages()[storage].location;
 }
 
+// Bytes of every storage: the total against which writing reports progress.
+std::uint64_t storage_total(const Checkpoint& c) {
+  std::uint64_t total = 0;
+  for (const Storage& s : c.storages()) total += s.nbytes;
+  return total;
+}
+
 void write_storage(zip::Writer& zw, const std::string& name, const Checkpoint& c, std::size_t index,
-                   ArchiveReport& report) {
+                   const ArchiveOptions& o, std::uint64_t total, ArchiveReport& report) {
   const Bytes bytes = c.storage_bytes(index);
   zw.begin(name, bytes.size());
   copy_storage_little_endian(bytes, c.storages()[index].dtype, c.byteorder(),
@@ -37,6 +44,7 @@ void write_storage(zip::Writer& zw, const std::string& name, const Checkpoint& c
   zw.end();
   ++report.storages;
   report.data_bytes += bytes.size();
+  if (o.progress) o.progress(std::min(report.data_bytes, total), total);
 }
 
 // The persistent ids of a zip or legacy pickle, re-emitted with the new tag.
@@ -107,6 +115,7 @@ std::vector<std::uint8_t> rewrite_object_pickle(const Checkpoint& c, const Archi
 }
 
 void write_zip_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer& zw, ArchiveReport& report) {
+  const std::uint64_t total = storage_total(c);
   const zip::Archive& ar = *c.archive();
   const std::string prefix = o.archive_name.empty() ? ar.prefix() : o.archive_name;
   std::unordered_map<std::string, std::size_t> storage_of_record;
@@ -122,7 +131,7 @@ void write_zip_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer&
     } else if (rel == "byteorder") {
       zw.add(name, as_bytes("little"));
     } else if (auto it = storage_of_record.find(rec.name); it != storage_of_record.end()) {
-      write_storage(zw, name, c, it->second, report);
+      write_storage(zw, name, c, it->second, o, total, report);
     } else {
       zw.add(name, ar.read(rec).span());
     }
@@ -132,13 +141,14 @@ void write_zip_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer&
 }
 
 void write_legacy_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer& zw, ArchiveReport& report) {
+  const std::uint64_t total = storage_total(c);
   const std::string prefix = o.archive_name.empty() ? "archive" : o.archive_name;
   zw.add(prefix + "/data.pkl", rewrite_object_pickle(c, o));
   zw.add(prefix + "/byteorder", as_bytes("little"));
   bool views = false;
   for (std::size_t i = 0; i < c.storages().size(); ++i) {
     views = views || c.storages()[i].view_of.has_value();
-    write_storage(zw, prefix + "/data/" + c.storages()[i].key, c, i, report);
+    write_storage(zw, prefix + "/data/" + c.storages()[i].key, c, i, o, total, report);
   }
   zw.add(prefix + "/version", as_bytes("3\n"));
   report.layout = "legacy stream converted to the zip format, object pickle rewritten";
@@ -181,6 +191,7 @@ void emit_tensor(Emitter& e, const Tensor& t, const std::string& key, const std:
 }
 
 void write_dict_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer& zw, ArchiveReport& report) {
+  const std::uint64_t total = storage_total(c);
   const std::string prefix = o.archive_name.empty() ? "archive" : o.archive_name;
   std::vector<std::size_t> chosen;
   std::vector<std::string> key_of(c.storages().size());
@@ -222,7 +233,7 @@ void write_dict_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer
   }
   zw.add(prefix + "/data.pkl", ps.finish());
   zw.add(prefix + "/byteorder", as_bytes("little"));
-  for (std::size_t s : order) write_storage(zw, prefix + "/data/" + key_of[s], c, s, report);
+  for (std::size_t s : order) write_storage(zw, prefix + "/data/" + key_of[s], c, s, o, total, report);
   zw.add(prefix + "/version", as_bytes("3\n"));
   report.layout = "tensors as a dict name -> tensor";
   if (c.format() == Format::kTorchScript) {

@@ -196,4 +196,23 @@ TEST_CASE("load_into follows load_state_dict: strict, missing, unexpected, misma
   CHECK(code_of([&] { loaded.load_into(wrong, false); }) == ErrorCode::kRemapStateDictMismatch);
 }
 
+
+TEST_CASE("copies report progress, serialized and ending at the total; views copy nothing", "[remap]") {
+  const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/shufflenet_v2_x0_5.t113.pt"));
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  auto o = options(MapLocation::parse("cpu"), HostMemory::kOwnedCopy);
+  o.host_threads = 2;
+  o.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+  remap::load(checkpoint, o);
+  REQUIRE_FALSE(calls.empty());
+  std::uint64_t total = 0;
+  for (const auto& s : checkpoint.storages()) total += s.nbytes;
+  for (std::size_t i = 1; i < calls.size(); ++i) CHECK(calls[i].first >= calls[i - 1].first);
+  CHECK(calls.back() == std::make_pair(total, total));
+  calls.clear();
+  o.host = HostMemory::kMappedView;
+  remap::load(checkpoint, o);
+  CHECK(calls.empty());
+}
+
 }  // namespace maploc::test

@@ -4,6 +4,7 @@
 #include "maploc/pickle/machine.h"
 #include "maploc/pickle/writer.h"
 #include "maploc/torch/hash.h"
+#include "maploc/torch/safetensors.h"
 #include "maploc/torch/write.h"
 #include "write/write_test_util.h"
 
@@ -149,4 +150,25 @@ TEST_CASE("pickle writer refuses an external handle without a callback", "[pickl
     const auto back = pickle::run(std::span<const std::uint8_t>(bytes));
     CHECK(pickle::write(back.root()) == bytes);
   }
+}
+
+TEST_CASE("writing reports progress: non-decreasing, ending at the total", "[torch][remap]") {
+  test::TempDir dir("progress");
+  const auto in = torch::Checkpoint::open(test::checkpoints_dir() / "nested_training.t113.pt");
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  torch::ArchiveOptions o;
+  o.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+  const auto report = torch::save_archive(in, dir.path / "out.pt", o);
+  REQUIRE_FALSE(calls.empty());
+  for (std::size_t i = 1; i < calls.size(); ++i) CHECK(calls[i].first >= calls[i - 1].first);
+  CHECK(calls.back().first == calls.back().second);
+  CHECK(calls.back().second == report.data_bytes);
+
+  calls.clear();
+  torch::SafetensorsOptions so;
+  so.progress = o.progress;
+  const auto st = torch::save_safetensors(in, dir.path / "out.safetensors", so);
+  REQUIRE_FALSE(calls.empty());
+  CHECK(calls.back().first == calls.back().second);
+  CHECK(calls.back().second == st.data_bytes);
 }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "maploc/progress.h"
 #include "maploc/remap/device.h"
 #include "maploc/remap/map_location.h"
 #include "maploc/torch/checkpoint.h"
@@ -41,6 +42,9 @@ struct LoadOptions {
   /// Threads filling owned and pinned host copies (0: one per core, at most 8).
   /// Loads under 16 MiB of copies stay on the calling thread.
   unsigned host_threads = 0;
+  /// Told how many of the bytes to copy (host copies and device uploads; views
+  /// copy nothing) are done; see maploc::Progress.
+  Progress progress{};
   /// The devices to plan against; nullptr probes this process (DeviceInventory::probe()).
   const DeviceInventory* inventory = nullptr;
 };

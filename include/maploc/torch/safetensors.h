@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "maploc/progress.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/zip/writer.h"
 
@@ -34,6 +35,8 @@ struct SafetensorsOptions {
   /// recorded in `__metadata__` as "maploc.tied.<name>": "<kept name>";
   /// true: every tensor gets its own copy of the bytes.
   bool duplicate_tied = false;
+  /// Told how many tensor bytes are written (see maploc::Progress).
+  Progress progress{};
   /// Extra `__metadata__` entries (written after maploc's own).
   std::vector<std::pair<std::string, std::string>> metadata;
 };

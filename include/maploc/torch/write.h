@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "maploc/progress.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/zip/writer.h"
 
@@ -21,6 +22,8 @@ struct ArchiveOptions {
   std::uint64_t alignment = 64;
   /// The archive's top-level folder; empty: the input's for zip inputs, else "archive".
   std::string archive_name;
+  /// Told how many storage bytes are written (see maploc::Progress).
+  Progress progress{};
 };
 
 /// What write_archive() did, for the CLI to tell the user.
