@@ -164,6 +164,11 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
 
   const bool any_cuda = std::any_of(plan.targets.begin(), plan.targets.end(),
                                     [](const Device& d) { return d.kind == Device::Kind::kCuda; });
+  if (any_cuda && !inventory.cuda_built) {
+    throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,
+                "the plan places storages on CUDA devices, but this maploc was built without CUDA "
+                "(configure with -DMAPLOC_CUDA=ON, or map them to cpu)");
+  }
   Arenas arenas;
   if (any_cuda && options.cuda.arena) arenas = make_arenas(checkpoint, plan, inventory.cuda_device_count);
   std::optional<Bytes> cow;
