@@ -38,7 +38,7 @@ int cmd_convert(const Args& args) {
                 "usage: maploc convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]");
   }
   const std::string& out_path = args.positional[1];
-  const auto checkpoint = torch::Checkpoint::open(args.positional[0]);
+  const auto checkpoint = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
   const std::string target = target_of(args);
   nlohmann::json out = {{"input", checkpoint.path()}, {"input_format", torch::format_name(checkpoint.format())},
                         {"output", out_path}, {"output_format", target}};

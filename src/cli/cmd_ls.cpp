@@ -191,7 +191,7 @@ int cmd_ls(const Args& args) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc ls FILE [--json [--hash]] [--records]");
   }
   if (args.has("records")) {
-    const auto archive = zip::Archive::open(args.positional[0]);
+    const auto archive = zip::Archive::open(args.positional[0], limits_of(args));
     if (args.has("json")) {
       print_records_json(archive);
     } else {
@@ -199,7 +199,7 @@ int cmd_ls(const Args& args) {
     }
     return kExitOk;
   }
-  const auto ckpt = torch::Checkpoint::open(args.positional[0]);
+  const auto ckpt = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
   if (args.has("json")) {
     print_json(ckpt, args.has("hash"));
   } else {

@@ -57,7 +57,7 @@ int cmd_plan(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc plan FILE [--map-location SPEC] [--json]");
   }
-  const auto checkpoint = torch::Checkpoint::open(args.positional[0]);
+  const auto checkpoint = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
   const auto plan = remap::make_plan(checkpoint, map_location_of(args), remap::DeviceInventory::probe());
   if (args.has("json")) {
     std::cout << plan_json(checkpoint, plan).dump(2) << "\n";

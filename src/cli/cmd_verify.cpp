@@ -13,7 +13,7 @@ int cmd_verify(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc verify FILE [--json]");
   }
-  const auto r = torch::verify(args.positional[0]);
+  const auto r = torch::verify(args.positional[0], limits_of(args));
   if (args.has("json")) {
     nlohmann::json out = {{"file", r.path}, {"format", r.format}, {"ok", r.ok()}, {"checks", r.checks},
                           {"problems", r.problems}, {"warnings", r.warnings}};

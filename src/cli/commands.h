@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "maploc/limits.h"
 #include "maploc/remap/map_location.h"
 
 namespace maploc::cli {
@@ -45,6 +46,10 @@ int cmd_convert(const Args& args);
 
 /// `maploc verify FILE`: check a checkpoint without loading it.
 int cmd_verify(const Args& args);
+
+/// Limits with every `--limit FIELD=N` applied (FIELD as in Limits::FIELD);
+/// raises kInvalidArgument for an unknown field or a bad number.
+Limits limits_of(const Args& args);
 
 /// The --map-location option (none when absent).
 remap::MapLocation map_location_of(const Args& args);

@@ -86,6 +86,7 @@ constexpr const char* kExitCodes =
 
 // Options every command takes.
 constexpr const char* kGlobalSwitches = "help quiet";
+constexpr const char* kGlobalValues = "limit";
 
 bool in_list(std::string_view list, std::string_view word) {
   while (!list.empty()) {
@@ -104,7 +105,11 @@ void print_usage(FILE* out) {
 }
 
 void print_help(const Command& c) {
-  std::printf("usage: maploc %s\n\n%s.\n\n%s  --quiet    no progress output\n\n%s%s", c.synopsis, c.summary, c.details,
+  std::printf("usage: maploc %s\n\n%s.\n\n%s  --quiet    no progress output\n"
+              "  --limit FIELD=N\n"
+              "             raise a safety limit the error message names, e.g. --limit zip_max_entries=10000000\n"
+              "             (repeatable; fields and defaults in docs/security.md)\n\n%s%s",
+              c.synopsis, c.summary, c.details,
               std::strstr(c.values, "map-location") != nullptr ? kSpecHelp : "", kExitCodes);
 }
 
@@ -123,7 +128,7 @@ Args parse(const Command& c, int argc, char** argv) {
       value = name.substr(eq + 1);
       name.resize(eq);
     }
-    if (in_list(c.values, name)) {
+    if (in_list(c.values, name) || in_list(kGlobalValues, name)) {
       if (eq == std::string::npos) {
         if (i + 1 >= argc) {
           throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "option --" + name + " needs a value");

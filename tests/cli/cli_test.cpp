@@ -165,3 +165,14 @@ TEST_CASE("dis --json lists the same opcodes as the text", "[cli][pickle]") {
   CHECK(opcodes + 5 == lines);  // each pickle's text adds its "highest protocol" line
   CHECK(j["pickles"][1]["start"] == j["pickles"][0]["end"]);
 }
+
+TEST_CASE("--limit raises or lowers a Limits field by the name its errors use", "[cli][limits]") {
+  const std::string file = fixture("checkpoints/nested_training.t113.pt");
+  auto low = run_cli("ls " + file + " --limit zip_max_entries=3");
+  CHECK(low.exit_code == 3);
+  CHECK(low.out.find("raise Limits::zip_max_entries") != std::string::npos);
+  CHECK(run_cli("ls " + file + " --limit Limits::zip_max_entries=100000").exit_code == 0);
+  CHECK(run_cli("ls " + file + " --limit no_such_limit=1").exit_code == 2);
+  CHECK(run_cli("ls " + file + " --limit zip_max_entries=-1").exit_code == 2);
+  CHECK(run_cli("ls " + file + " --limit zip_max_entries").exit_code == 2);
+}
