@@ -12,19 +12,13 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
-// Paths a walk may visit before it is treated as an expansion attack (a
-// memoized list holding itself twice, nested a thousand times).
-
-bool is_global(const Value& v, std::string_view module, std::string_view name) {
-  return v.is(Kind::kGlobal) && v.is_global(module, name);
-}
 
 // Containers whose REDUCE args hold the items (Counter(dict), set(list), defaultdict(factory)).
 bool is_container_call(const Value& c) {
-  return is_global(c, "collections", "OrderedDict") || is_global(c, "collections", "defaultdict") ||
-         is_global(c, "collections", "Counter") || is_global(c, "builtins", "set") ||
-         is_global(c, "builtins", "frozenset") || is_global(c, "builtins", "list") ||
-         is_global(c, "builtins", "dict") || is_global(c, "builtins", "tuple");
+  return c.is_global("collections", "OrderedDict") || c.is_global("collections", "defaultdict") ||
+         c.is_global("collections", "Counter") || c.is_global("builtins", "set") ||
+         c.is_global("builtins", "frozenset") || c.is_global("builtins", "list") ||
+         c.is_global("builtins", "dict") || c.is_global("builtins", "tuple");
 }
 
 // TorchScript helpers that return (a typed view of) their first argument (§3.3).
@@ -47,7 +41,7 @@ bool is_leaf_call(const Value& c) {
 // The items of a dict or of an OrderedDict call node.
 std::vector<pickle::DictItem> dict_items(const Value& v) {
   if (v.is(Kind::kDict)) return {v.items().begin(), v.items().end()};
-  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && is_global(v.callable(), "collections", "OrderedDict")) {
+  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && v.callable().is_global("collections", "OrderedDict")) {
     return {v.set_items().begin(), v.set_items().end()};
   }
   return {};
@@ -175,7 +169,7 @@ void Interpreter::walk_object(const Value& v, const std::string& name, std::size
   if (is_container_call(callable)) {
     // Items arrive either as the call's argument (Counter({...}), set([...]))
     // or through SETITEMS/APPENDS on the result (OrderedDict, defaultdict).
-    const bool args_hold_items = !is_global(callable, "collections", "defaultdict");
+    const bool args_hold_items = !callable.is_global("collections", "defaultdict");
     if (args_hold_items && v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
     for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
     const auto appended = v.appended();

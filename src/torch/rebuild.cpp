@@ -10,11 +10,6 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
-// Tensors of higher rank are rejected before their shape is copied.
-
-bool is_global(const Value& v, std::string_view module, std::string_view name) {
-  return v.is(Kind::kGlobal) && v.is_global(module, name);
-}
 
 // torch._utils and, for _rebuild_from_type_v2, torch._tensor (torch.tensor
 // before PR #51633, which load_module_mapping renames).
@@ -38,7 +33,7 @@ const Value& arg(const Value& args, std::size_t i) { return args[i]; }
 
 std::string device_text(const Value& v) {
   if (auto t = text_of(v); t && !v.is(Kind::kInt)) return *t;
-  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && is_global(v.callable(), "torch", "device") &&
+  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && v.callable().is_global("torch", "device") &&
       v.args().is(Kind::kTuple) && v.args().size() >= 1) {
     std::string out = text_of(v.args()[0]).value_or("?");
     if (v.args().size() >= 2 && v.args()[1].is(Kind::kInt)) out += ":" + v.args()[1].int_decimal();
@@ -64,7 +59,7 @@ namespace {
 // max_rank long (Limits::torch_max_rank; validate() names the limit).
 bool int_list(const Value& v, std::vector<std::int64_t>& out, std::uint64_t max_rank) {
   const Value* seq = &v;
-  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && is_global(v.callable(), "torch", "Size") &&
+  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && v.callable().is_global("torch", "Size") &&
       v.args().is(Kind::kTuple) && v.args().size() == 1) {
     seq = &v.args()[0];
   }
@@ -230,9 +225,9 @@ std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Val
       if (!idx) return std::nullopt;
     }
     const Value& type = arg(args, 1);
-    if (is_global(type, "torch.nn.parameter", "Parameter")) {
+    if (type.is_global("torch.nn.parameter", "Parameter")) {
       state_.tensors[*idx].parameter = true;
-    } else if (!is_global(type, "torch", "Tensor") && !is_global(type, "torch._tensor", "Tensor")) {
+    } else if (!type.is_global("torch", "Tensor") && !type.is_global("torch._tensor", "Tensor")) {
       state_.tensors[*idx].subclass = global_path(type);
     }
     return idx;
