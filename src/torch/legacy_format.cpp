@@ -87,6 +87,7 @@ void read_legacy(Checkpoint::State& st) {
            st.path, pos);
     }
     pos += 8;
+    s.record = "storages/" + s.key;  // the stream has no records: name the storage's place in it
     s.file_offset = pos;
     st.present_bytes[*index] = count * es;
     st.stream_bytes[*index] = bytes.slice(pos, count * es);

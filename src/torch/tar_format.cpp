@@ -109,7 +109,7 @@ void read_tar(Checkpoint::State& st) {
     if (numel > (sc.m.offset + sc.m.size - sc.pos) / es) bad_tar(st, "storage '" + s.key + "' runs past its member", sc.pos);
     s.numel = numel;
     s.nbytes = numel * es;
-    s.record = "storages";
+    s.record = "storages/" + s.key;  // the tar member, and the storage in it
     s.file_offset = sc.pos;
     const std::size_t idx = table.add(s, s.nbytes);
     st.stream_bytes.resize(st.storages.size());

@@ -33,10 +33,9 @@ inline std::optional<unsigned __int128> extent_elements(const torch::Tensor& t) 
 inline void check_checkpoint(const torch::Checkpoint& ckpt) {
   const auto& storages = ckpt.storages();
   for (const auto& s : storages) {
-    // Zip storages name their record (legacy streams leave it empty today,
-    // although storage.h promises "<stream>/<key>"; see docs/security.md).
-    const bool zip = ckpt.format() == torch::Format::kZip || ckpt.format() == torch::Format::kTorchScript;
-    if (zip && s.record.empty()) invariant_failed("zip storage without a record");
+    // Every storage names where its bytes are: a zip record, "storages/<key>"
+    // of a legacy or tar stream, a safetensors tensor (views: their root's).
+    if (s.record.empty() && !s.view_of) invariant_failed("storage without a record");
     const std::uint64_t es = torch::element_size(s.dtype);
     if (es == 0 || s.nbytes % es != 0 || s.nbytes / es != s.numel) {
       invariant_failed("storage nbytes is not numel x element size");

@@ -19,7 +19,7 @@ struct Storage {
   std::uint64_t numel = 0;///< elements of dtype, as the persistent id says
   std::uint64_t nbytes = 0;///< numel x element_size(dtype), checked against the bytes on disk
   std::string location;   ///< the location tag verbatim: "cpu", "cuda:1", "mps", "meta", ...
-  std::string record;     ///< zip record name ("archive/data/0"); for legacy/tar streams "<stream>/<key>"
+  std::string record;     ///< zip record name ("archive/data/0"); for legacy and tar streams "storages/<key>"
   std::uint64_t file_offset = 0; ///< offset of the first data byte in the file (of the compressed data for a deflated record)
   bool compressed = false;///< the bytes are in a deflated zip record, so file_offset is not the raw bytes
   /// A slice of another storage (legacy view_metadata, tar storage views):
