@@ -100,7 +100,7 @@ int cmd_dis(const Args& args) {
     options.stream_name = file.path;
     out.pickle(file.bytes.span(), options);
   } else {
-    throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+    throw Error(ErrorCode::kTorchNotCheckpoint, Stage::kTorch,
                 "cannot disassemble " + describe_content(kind) +
                     ": maploc dis reads zip checkpoints, legacy torch files and bare pickles",
                 std::nullopt, file.path);

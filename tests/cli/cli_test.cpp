@@ -166,7 +166,7 @@ TEST_CASE("dis --json lists the same opcodes as the text", "[cli][pickle]") {
   CHECK(j["pickles"][1]["start"] == j["pickles"][0]["end"]);
 }
 
-TEST_CASE("--limit raises or lowers a Limits field by the name its errors use", "[cli][limits]") {
+TEST_CASE("the limit option raises or lowers a Limits field by the name its errors use", "[cli][limits]") {
   const std::string file = fixture("checkpoints/nested_training.t113.pt");
   auto low = run_cli("ls " + file + " --limit zip_max_entries=3");
   CHECK(low.exit_code == 3);
