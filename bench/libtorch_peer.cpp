@@ -1,6 +1,7 @@
 // libtorch_peer.cpp - LibTorch's C++ reader (torch::pickle_load) on a torch.save file, measured like load_bench.
 // Built by bench/run.sh against Debian's libtorch-dev when it is installed; never part of the CMake build.
 // Usage: maploc_bench_libtorch FILE  -> one JSON object, or {"error": ...} when LibTorch cannot read the file.
+#include "proc_stats.h"
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -16,22 +17,8 @@
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-long long proc_field(const char* file, const char* key) {
-  std::ifstream in(file);
-  std::string k;
-  long long v = 0;
-  while (in >> k) {
-    if (k == key) {
-      in >> v;
-      return v;
-    }
-  }
-  return -1;
-}
+using bench::now_s;
+using bench::proc_field;
 
 // Sums bytes of every tensor reachable from v (dicts, lists, tuples).
 void walk(const c10::IValue& v, std::size_t& tensors, std::uint64_t& bytes) {

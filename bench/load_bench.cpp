@@ -5,6 +5,7 @@
 //   first         open + a private copy of the first tensor's storage (time to first tensor)
 //   cuda          map_location cuda:0; load() returns after the device is synchronised
 // Prints one JSON object: seconds, bytes, peak RSS over the baseline, faults and rchar.
+#include "proc_stats.h"
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -23,23 +24,8 @@
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// A field of /proc/self/status ("VmRSS:", "VmHWM:") in kB, or of /proc/self/io ("rchar:") in bytes.
-long long proc_field(const char* file, const char* key) {
-  std::ifstream in(file);
-  std::string k;
-  long long v = 0;
-  while (in >> k) {
-    if (k == key) {
-      in >> v;
-      return v;
-    }
-  }
-  return -1;
-}
+using bench::now_s;
+using bench::proc_field;
 
 void reset_peak_rss() {
   // "5" resets VmHWM to the current RSS (proc(5), clear_refs); no privilege needed for one's own process.

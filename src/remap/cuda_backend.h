@@ -1,4 +1,4 @@
-// cuda_backend.h - the CUDA side of placement, behind plain functions; a build without CUDA gets stubs that refuse (internal).
+// cuda_backend.h - the CUDA side of placement, behind plain functions; a build without CUDA links an implementation that refuses with kRemapCudaNotBuilt (internal).
 #pragma once
 
 #include <cstdint>
