@@ -13,19 +13,21 @@
 
 namespace maploc::fuzz {
 
+// 128 bits hold any extent of 64-bit shapes and strides without overflow (a GCC/Clang extension).
+__extension__ typedef unsigned __int128 U128;
 
 // Last element index + 1 of a strided view, computed independently of src/torch
 // with overflow checks; nullopt on overflow (the reader must then have refused).
-inline std::optional<unsigned __int128> extent_elements(const torch::Tensor& t) {
+inline std::optional<U128> extent_elements(const torch::Tensor& t) {
   if (t.storage_offset < 0) return std::nullopt;
-  unsigned __int128 last = static_cast<std::uint64_t>(t.storage_offset);
+  U128 last = static_cast<std::uint64_t>(t.storage_offset);
   for (std::size_t i = 0; i < t.shape.size(); ++i) {
     if (t.shape[i] == 0) return 0;  // empty: touches no element
   }
   for (std::size_t i = 0; i < t.shape.size(); ++i) {
     const std::int64_t stride = i < t.stride.size() ? t.stride[i] : 0;
     if (stride < 0 || t.shape[i] < 0) return std::nullopt;
-    last += static_cast<unsigned __int128>(t.shape[i] - 1) * static_cast<std::uint64_t>(stride);
+    last += static_cast<U128>(t.shape[i] - 1) * static_cast<std::uint64_t>(stride);
   }
   return last + 1;
 }
