@@ -1,4 +1,5 @@
 // cmd_load.cpp - `maploc load`: place every storage where the SPEC says, report time and rate, optionally hash.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -79,8 +80,17 @@ int cmd_load(const Args& args) {
   }
   std::printf("%s: opened in %.2f ms, %zu tensors, %zu storages\n", checkpoint.path().c_str(), open_s * 1e3,
               loaded.tensors().size(), loaded.storages().size());
-  std::printf("placed %s in %.2f ms (%s)\n", human_bytes(total).c_str(), load_s * 1e3,
-              human_rate(total, load_s).c_str());
+  // Read-only views of the mapping copy nothing: a rate would mean nothing.
+  // (copies are writable; read-only CPU storages are views of the mapping)
+  const bool views_only = std::all_of(loaded.storages().begin(), loaded.storages().end(), [](const auto& s) {
+    return s.device.kind == remap::Device::Kind::kMeta || (s.device.kind == remap::Device::Kind::kCpu && !s.writable);
+  });
+  if (views_only) {
+    std::printf("placed %s as zero-copy views of the file in %.2f ms\n", human_bytes(total).c_str(), load_s * 1e3);
+  } else {
+    std::printf("placed %s in %.2f ms (%s)\n", human_bytes(total).c_str(), load_s * 1e3,
+                human_rate(total, load_s).c_str());
+  }
   for (const auto& [device, row] : per_device) {
     std::printf("  %-8s %6llu storages  %10s\n", device.c_str(), static_cast<unsigned long long>(row.first),
                 human_bytes(row.second).c_str());
