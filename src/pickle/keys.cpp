@@ -72,20 +72,29 @@ bool key_hash(const Value& v, std::uint64_t& out) {
     }
     case Kind::kTuple:
     case Kind::kFrozenSet: {
-      // Tuples are immutable and their depth is bounded by the nesting
-      // limit, so this recursion is bounded too.
+      // Immutable: hash once per node (depth is bounded by the nesting limit,
+      // and the cache keeps memo-shared subtrees from being hashed again).
+      auto& node = node_as<SeqNode>(v);
+      if (node.key_hash_state != 0) {
+        out = node.key_hash;
+        return node.key_hash_state == 1;
+      }
       const bool ordered = v.kind() == Kind::kTuple;
       std::uint64_t h = ordered ? 0x41 : 0x42;
       std::uint64_t sum = 0;
-      for (const auto& e : node_as<SeqNode>(v).items) {
+      for (const auto& e : node.items) {
         std::uint64_t eh;
-        if (!key_hash(e, eh)) return false;
+        if (!key_hash(e, eh)) {
+          node.key_hash_state = 2;
+          return false;
+        }
         if (ordered)
           h = mix(h, eh);
         else
           sum += eh;
       }
-      out = ordered ? h : mix(h, sum);
+      out = node.key_hash = ordered ? h : mix(h, sum);
+      node.key_hash_state = 1;
       return true;
     }
     case Kind::kReduce:
@@ -112,6 +121,11 @@ bool keys_equal(const Value& a, const Value& b) {
     return false;
   }
   if (a.kind() != b.kind()) return false;
+  if (a.same_node(b)) return true;  // one memoized node: equal without a deep walk
+  if (a.kind() == Kind::kTuple || a.kind() == Kind::kFrozenSet) {
+    std::uint64_t ha = 0, hb = 0;  // cached after the first time: a cheap early "no"
+    if (key_hash(a, ha) && key_hash(b, hb) && ha != hb) return false;
+  }
   switch (a.kind()) {
     case Kind::kNone: return true;
     case Kind::kStr:

@@ -38,6 +38,11 @@ using KeyIndex = std::unordered_multimap<std::uint64_t, std::uint32_t>;
 struct SeqNode : Node {
   std::vector<Value> items;
   std::unique_ptr<KeyIndex> index;  ///< sets only
+  /// Tuples and frozensets never change once built, so their key hash is
+  /// computed once: memo-shared nesting would otherwise make hashing
+  /// exponential (a 12 KB pickle took minutes before, found by fuzz_safetensors).
+  std::uint64_t key_hash = 0;
+  std::uint8_t key_hash_state = 0;  ///< 0 not computed, 1 hashable, 2 unhashable
   explicit SeqNode(Kind k) : Node(k) {}
 };
 

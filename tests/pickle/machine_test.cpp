@@ -215,3 +215,17 @@ TEST_CASE("the Bytes overload keeps the stream alive", "[pickle]") {
   }
   CHECK(r->root().as_str() == "hello");
 }
+
+TEST_CASE("hashing memo-shared nested tuples in a frozenset is linear, not exponential", "[pickle][limits]") {
+  // t0 = (); t(i+1) = (t(i), t(i)) through the memo; frozenset({t60}). Hashed naively,
+  // t60 has 2^60 leaves (fuzz_safetensors found a 12 KB file of this shape that took minutes).
+  std::string p = "\x80\x04)\x94"s;
+  for (int i = 0; i < 60; ++i) {
+    p += "h"s + static_cast<char>(i) + "h"s + static_cast<char>(i) + "\x86\x94"s;
+  }
+  p += "(h"s + static_cast<char>(60) + "\x91."s;
+  const std::vector<std::uint8_t> bytes(p.begin(), p.end());
+  const auto result = mp::run(bytes);
+  REQUIRE(result.root().is(mp::Kind::kFrozenSet));
+  CHECK(result.root().size() == 1);
+}
