@@ -1,6 +1,8 @@
 // text.cpp - decoders for pickle argument text (the rules of CPython's codecs and int()/float()).
 #include "text.h"
 
+#include "support/utf8.h"
+
 #include <charconv>
 #include <cstring>
 #include <string>
@@ -64,21 +66,8 @@ bool valid_utf8_surrogatepass(ByteSpan s) noexcept {
 }
 
 void append_utf8(ByteVec& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<std::uint8_t>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<std::uint8_t>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<std::uint8_t>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<std::uint8_t>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<std::uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<std::uint8_t>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<std::uint8_t>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<std::uint8_t>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<std::uint8_t>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<std::uint8_t>(0x80 | (cp & 0x3F)));
-  }
+  std::uint8_t buf[4];
+  out.insert(out.end(), buf, buf + maploc::detail::encode_utf8(cp, buf));
 }
 
 std::uint32_t next_code_point(ByteSpan s, std::size_t& i) noexcept {

@@ -1,6 +1,8 @@
 // json_subset.cpp - a small recursive-descent JSON reader (depth-bounded) and string quoting.
 #include "torch/json_subset.h"
 
+#include "support/utf8.h"
+
 #include <cstdio>
 
 namespace maploc::torch::json {
@@ -107,22 +109,10 @@ class Parser {
   }
 
   static void utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    std::uint8_t buf[4];
+    out.append(reinterpret_cast<const char*>(buf), maploc::detail::encode_utf8(cp, buf));
   }
+
 
   std::string string() {
     ++pos_;  // opening quote

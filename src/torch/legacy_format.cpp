@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "support/little_endian.h"
 #include "torch/state.h"
 #include "torch/storage_table.h"
 
@@ -12,12 +13,6 @@ namespace {
 // 0x1950a86a20f9469cfc6c as LONG1's little-endian bytes (§2.1).
 constexpr std::uint8_t kMagic[] = {0x6C, 0xFC, 0x9C, 0x46, 0xF9, 0x20, 0x6A, 0xA8, 0x50, 0x19};
 constexpr std::int64_t kProtocolVersion = 1001;
-
-std::uint64_t read_u64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 }  // namespace
 
@@ -78,7 +73,7 @@ void read_legacy(Checkpoint::State& st) {
     if (pos > size || size - pos < 8) {
       fail(ErrorCode::kTorchBadLegacy, "the file ends before the element count of storage '" + s.key + "'", st.path, pos);
     }
-    const std::uint64_t count = read_u64(bytes.data() + pos);
+    const std::uint64_t count = detail::load_u64(bytes.data() + pos);
     const std::uint64_t es = element_size(s.dtype);
     if (count > (size - pos - 8) / es) {
       fail(ErrorCode::kTorchBadLegacy,
