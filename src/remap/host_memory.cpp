@@ -1,4 +1,4 @@
-// host_memory.cpp - host placements and reading placed storages back.
+// host_memory.cpp - host placements, populating views, and reading placed storages back.
 #include "remap/host_memory.h"
 
 #include <sys/mman.h>
@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -16,6 +18,10 @@
 #include "maploc/error.h"
 #include "remap/cuda_backend.h"
 #include "support/byteswap.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14; older headers lack it
+#endif
 
 namespace maploc::remap::detail {
 
@@ -29,8 +35,12 @@ constexpr std::uint64_t kMappedAllocation = std::uint64_t{2} << 20;
 constexpr std::uint64_t kPreadMin = std::uint64_t{256} << 10;
 // One piece of work: one pread or one copy.
 constexpr std::uint64_t kPiece = std::uint64_t{8} << 20;
-// Below this much in all, filling stays on the calling thread.
+// Below this much in all, filling (or populating) stays on the calling thread.
 constexpr std::uint64_t kParallelMin = std::uint64_t{16} << 20;
+// One piece of populating work: one madvise call.
+constexpr std::uint64_t kPopulatePiece = std::uint64_t{64} << 20;
+// Where MADV_POPULATE_READ is refused: one byte read per this many bytes.
+constexpr std::uintptr_t kTouchStride = 4096;
 
 [[noreturn]] void out_of_memory(std::uint64_t nbytes, const std::string& who) {
   throw Error(ErrorCode::kRemapOutOfMemory, Stage::kRemap,
@@ -60,6 +70,108 @@ void fill_piece(const HostFill& f, const Piece& p, int fd) {
     maploc::detail::copy_swapped(dst + done, f.src.data() + p.off + done, static_cast<std::size_t>(p.n - done),
                                  f.swap_unit);
   }
+}
+
+// Runs `worker` on the calling thread and up to `extra` more. A thread that
+// cannot be created is no error: the ones running share its work.
+template <class Worker>
+void run_workers(std::size_t extra, Worker& worker) {
+  std::vector<std::jthread> pool;
+  for (std::size_t t = 0; t < extra; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  worker();
+}
+
+// A page-aligned address range [begin, end).
+struct PageSpan {
+  std::uintptr_t begin = 0, end = 0;
+};
+
+std::uintptr_t page_size() {
+  static const auto size = static_cast<std::uintptr_t>(std::max(4096L, ::sysconf(_SC_PAGESIZE)));
+  return size;
+}
+
+// A CPU storage's bytes rounded out to whole pages; empty for other devices and no bytes.
+PageSpan pages_of(const PlacedStorage& s) {
+  if (s.device.kind != Device::Kind::kCpu || s.data == nullptr || s.nbytes == 0) return {};
+  const std::uintptr_t page = page_size();
+  const auto begin = reinterpret_cast<std::uintptr_t>(s.data);
+  return {begin / page * page, (begin + s.nbytes + page - 1) / page * page};
+}
+
+// Every CPU storage's pages, sorted by address, spans that touch or overlap
+// made one. Ranges less than a page apart touch once rounded out, and a
+// rounded span never leaves its storage's mapping (mappings are whole pages).
+std::vector<PageSpan> merged_pages(std::span<const PlacedStorage> storages) {
+  std::vector<PageSpan> spans;
+  spans.reserve(storages.size());
+  for (const auto& s : storages) {
+    if (const PageSpan p = pages_of(s); p.end > p.begin) spans.push_back(p);
+  }
+  std::sort(spans.begin(), spans.end(), [](const PageSpan& a, const PageSpan& b) { return a.begin < b.begin; });
+  std::vector<PageSpan> merged;
+  for (const PageSpan& p : spans) {
+    if (!merged.empty() && p.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, p.end);
+    } else {
+      merged.push_back(p);
+    }
+  }
+  return merged;
+}
+
+// Reads one byte per 4 KiB page, which faults each page in as MADV_POPULATE_READ
+// would; but a page the file no longer backs raises SIGBUS here, not an error.
+void touch_pages(PageSpan s) {
+  const auto* p = reinterpret_cast<const volatile std::uint8_t*>(s.begin);
+  for (std::uintptr_t off = 0; off < s.end - s.begin; off += kTouchStride) (void)p[off];
+}
+
+// Makes one span resident and mapped: 0, or the errno of the failure.
+// EINVAL is a kernel before 5.14 (or a mapping the advice does not apply to): touch instead.
+int populate_pages(PageSpan s) {
+  for (;;) {
+    if (::madvise(reinterpret_cast<void*>(s.begin), s.end - s.begin, MADV_POPULATE_READ) == 0) return 0;
+    if (errno == EINTR) continue;
+    if (errno != EINVAL) return errno;
+    touch_pages(s);
+    return 0;
+  }
+}
+
+std::string why_unreadable(int err) {
+  const std::string what = std::system_category().message(err);
+  switch (err) {
+    case EFAULT: return what + ": the file is shorter than when it was opened (truncated while loading?)";
+    case EIO: return what + ": the file's storage failed to read it";
+    default: return what;
+  }
+}
+
+// Names the storage whose pages failed: the first one of the failed span that
+// fails again alone (the others may share the span's pages), else the first in it.
+[[noreturn]] void unreadable_pages(std::span<const PlacedStorage> storages, PageSpan failed, int err,
+                                   const std::function<std::string(std::size_t)>& describe) {
+  std::optional<std::size_t> first;
+  for (std::size_t i = 0; i < storages.size(); ++i) {
+    const PageSpan p = pages_of(storages[i]);
+    if (p.end <= failed.begin || p.begin >= failed.end) continue;
+    if (!first) first = i;
+    if (const int again = populate_pages(p); again != 0) {
+      first = i;
+      err = again;
+      break;
+    }
+  }
+  const std::string who = first ? describe(*first) : "a storage";
+  throw Error(err == ENOMEM ? ErrorCode::kRemapOutOfMemory : ErrorCode::kRemapDevice, Stage::kRemap,
+              "cannot make the pages of " + who + " resident: " + why_unreadable(err));
 }
 
 }  // namespace
@@ -123,16 +235,43 @@ void fill_host(std::span<const HostFill> fills, int fd, unsigned threads, maploc
       if (meter != nullptr) meter->add(pieces[k].n);
     }
   };
-  std::vector<std::jthread> pool;
-  const auto extra = std::min<std::size_t>(threads, pieces.size()) - 1;
-  for (std::size_t t = 0; t < extra; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // fewer threads than asked: the ones running finish the work
+  run_workers(std::min<std::size_t>(threads, pieces.size()) - 1, worker);
+}
+
+void populate_host(std::span<const PlacedStorage> storages, unsigned threads,
+                   const std::function<std::string(std::size_t)>& describe) {
+  std::vector<PageSpan> pieces;
+  std::uint64_t total = 0;
+  for (const PageSpan& m : merged_pages(storages)) {
+    for (std::uintptr_t b = m.begin; b < m.end; b += kPopulatePiece) {
+      pieces.push_back({b, std::min<std::uintptr_t>(b + kPopulatePiece, m.end)});
     }
+    total += m.end - m.begin;
   }
-  worker();
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  PageSpan failed;
+  int failed_errno = 0;
+  auto worker = [&] {
+    for (std::size_t k; !stop.load(std::memory_order_relaxed) &&
+                        (k = next.fetch_add(1, std::memory_order_relaxed)) < pieces.size();) {
+      if (const int err = populate_pages(pieces[k]); err != 0) {
+        const std::lock_guard lock(mutex);
+        if (failed_errno == 0 || pieces[k].begin < failed.begin) {
+          failed = pieces[k];  // of several failures, the lowest address is named
+          failed_errno = err;
+        }
+        stop.store(true, std::memory_order_relaxed);
+      }
+    }
+  };
+  if (threads <= 1 || total < kParallelMin || pieces.size() < 2) {
+    worker();
+  } else {
+    run_workers(std::min<std::size_t>(threads, pieces.size()) - 1, worker);
+  }
+  if (failed_errno != 0) unreadable_pages(storages, failed, failed_errno, describe);
 }
 
 PlacedStorage host_view(const Bytes& raw) {

@@ -1,7 +1,9 @@
-// host_memory.h - placing a storage's bytes in host memory: views, aligned copies, pinned copies (internal).
+// host_memory.h - placing a storage's bytes in host memory: views, aligned copies, pinned copies,
+// populated views (internal).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -44,6 +46,18 @@ PlacedStorage host_view(const Bytes& raw);
 
 /// The view of `raw`'s bytes inside `cow`, a copy-on-write mapping of the same file.
 PlacedStorage host_cow_view(const Bytes& cow, std::uint64_t file_offset, std::uint64_t nbytes);
+
+/// Makes every page of every CPU storage resident and mapped before anyone
+/// reads it: madvise(MADV_POPULATE_READ), or a read of one byte per 4 KiB page
+/// where the kernel (before 5.14) rejects that advice. The storages' ranges are
+/// page-rounded, sorted and merged where they touch (so thousands of adjacent
+/// small storages cost one call), then populated in pieces of about 64 MiB on
+/// up to `threads` threads (under 16 MiB in all: the calling thread only).
+/// Raises kRemapDevice naming the storage (`describe(i)` for storage i) whose
+/// pages cannot be read (file truncated under the mapping, I/O error),
+/// kRemapOutOfMemory when the kernel has no memory for the page tables.
+void populate_host(std::span<const PlacedStorage> storages, unsigned threads,
+                   const std::function<std::string(std::size_t)>& describe);
 
 /// The bytes of a placed storage as host Bytes: a view for CPU storages, a
 /// downloaded copy for CUDA ones. Raises kInvalidArgument for meta storages.

@@ -214,6 +214,10 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     const FileForReads file(checkpoint, fills);
     detail::fill_host(fills, file.fd(), host_threads_of(options), &meter);
   }
+  if (options.populate && options.host == HostMemory::kMappedView) {
+    detail::populate_host(out.storages_, host_threads_of(options),
+                          [&](std::size_t i) { return detail::describe_storage(storages[i], names(i)); });
+  }
   if (!jobs.empty()) detail::cuda_upload(jobs, options.cuda, &meter);
   return out;
 }

@@ -38,9 +38,13 @@ struct LoadOptions {
   HostMemory host = HostMemory::kMappedView;
   /// With kMappedView: hand out writable copy-on-write pages instead of read-only ones.
   bool writable = false;
+  /// With kMappedView: map every page before load() returns (madvise POPULATE_READ), so that
+  /// first use never faults; the pages stay shared with the page cache until written.
+  /// Uses host_threads. Ignored for other HostMemory kinds (their copies are resident already).
+  bool populate = false;
   CudaOptions cuda;
-  /// Threads filling owned and pinned host copies (0: one per core, at most 8).
-  /// Loads under 16 MiB of copies stay on the calling thread.
+  /// Threads filling owned and pinned host copies, or populating views (0: one per
+  /// core, at most 8). Loads under 16 MiB of copies (or pages) stay on the calling thread.
   unsigned host_threads = 0;
   /// Told how many of the bytes to copy (host copies and device uploads; views
   /// copy nothing) are done; see maploc::Progress.
@@ -120,7 +124,8 @@ class Loaded {
 /// device and fills it from the file. On any failure nothing stays
 /// allocated and the error names the storage. Raises kRemap* codes,
 /// kRemapCudaNotBuilt for CUDA or pinned placement in a build without CUDA,
-/// kRemapDevice for CUDA runtime failures.
+/// kRemapDevice for CUDA runtime failures and, with `populate`, for file
+/// pages the kernel cannot read (file truncated under the mapping, I/O error).
 Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options = {});
 
 }  // namespace maploc::remap
