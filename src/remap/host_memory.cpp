@@ -87,18 +87,13 @@ void run_workers(std::size_t extra, Worker& worker) {
   worker();
 }
 
-// A page-aligned address range [begin, end).
-struct PageSpan {
-  std::uintptr_t begin = 0, end = 0;
-};
-
 std::uintptr_t page_size() {
   static const auto size = static_cast<std::uintptr_t>(std::max(4096L, ::sysconf(_SC_PAGESIZE)));
   return size;
 }
 
 // A CPU storage's bytes rounded out to whole pages; empty for other devices and no bytes.
-PageSpan pages_of(const PlacedStorage& s) {
+PageRange pages_of(const PlacedStorage& s) {
   if (s.device.kind != Device::Kind::kCpu || s.data == nullptr || s.nbytes == 0) return {};
   const std::uintptr_t page = page_size();
   const auto begin = reinterpret_cast<std::uintptr_t>(s.data);
@@ -108,15 +103,15 @@ PageSpan pages_of(const PlacedStorage& s) {
 // Every CPU storage's pages, sorted by address, spans that touch or overlap
 // made one. Ranges less than a page apart touch once rounded out, and a
 // rounded span never leaves its storage's mapping (mappings are whole pages).
-std::vector<PageSpan> merged_pages(std::span<const PlacedStorage> storages) {
-  std::vector<PageSpan> spans;
+std::vector<PageRange> merged_pages(std::span<const PlacedStorage> storages) {
+  std::vector<PageRange> spans;
   spans.reserve(storages.size());
   for (const auto& s : storages) {
-    if (const PageSpan p = pages_of(s); p.end > p.begin) spans.push_back(p);
+    if (const PageRange p = pages_of(s); p.end > p.begin) spans.push_back(p);
   }
-  std::sort(spans.begin(), spans.end(), [](const PageSpan& a, const PageSpan& b) { return a.begin < b.begin; });
-  std::vector<PageSpan> merged;
-  for (const PageSpan& p : spans) {
+  std::sort(spans.begin(), spans.end(), [](const PageRange& a, const PageRange& b) { return a.begin < b.begin; });
+  std::vector<PageRange> merged;
+  for (const PageRange& p : spans) {
     if (!merged.empty() && p.begin <= merged.back().end) {
       merged.back().end = std::max(merged.back().end, p.end);
     } else {
@@ -128,14 +123,14 @@ std::vector<PageSpan> merged_pages(std::span<const PlacedStorage> storages) {
 
 // Reads one byte per 4 KiB page, which faults each page in as MADV_POPULATE_READ
 // would; but a page the file no longer backs raises SIGBUS here, not an error.
-void touch_pages(PageSpan s) {
+void touch_pages(PageRange s) {
   const auto* p = reinterpret_cast<const volatile std::uint8_t*>(s.begin);
   for (std::uintptr_t off = 0; off < s.end - s.begin; off += kTouchStride) (void)p[off];
 }
 
 // Makes one span resident and mapped: 0, or the errno of the failure.
 // EINVAL is a kernel before 5.14 (or a mapping the advice does not apply to): touch instead.
-int populate_pages(PageSpan s) {
+int populate_pages(PageRange s) {
   for (;;) {
     if (::madvise(reinterpret_cast<void*>(s.begin), s.end - s.begin, MADV_POPULATE_READ) == 0) return 0;
     if (errno == EINTR) continue;
@@ -156,11 +151,11 @@ std::string why_unreadable(int err) {
 
 // Names the storage whose pages failed: the first one of the failed span that
 // fails again alone (the others may share the span's pages), else the first in it.
-[[noreturn]] void unreadable_pages(std::span<const PlacedStorage> storages, PageSpan failed, int err,
+[[noreturn]] void unreadable_pages(std::span<const PlacedStorage> storages, PageRange failed, int err,
                                    const std::function<std::string(std::size_t)>& describe) {
   std::optional<std::size_t> first;
   for (std::size_t i = 0; i < storages.size(); ++i) {
-    const PageSpan p = pages_of(storages[i]);
+    const PageRange p = pages_of(storages[i]);
     if (p.end <= failed.begin || p.begin >= failed.end) continue;
     if (!first) first = i;
     if (const int again = populate_pages(p); again != 0) {
@@ -238,31 +233,36 @@ void fill_host(std::span<const HostFill> fills, int fd, unsigned threads, maploc
   run_workers(std::min<std::size_t>(threads, pieces.size()) - 1, worker);
 }
 
-void populate_host(std::span<const PlacedStorage> storages, unsigned threads,
-                   const std::function<std::string(std::size_t)>& describe) {
-  std::vector<PageSpan> pieces;
-  std::uint64_t total = 0;
-  for (const PageSpan& m : merged_pages(storages)) {
+std::vector<PageRange> populate_pieces(std::span<const PlacedStorage> storages) {
+  std::vector<PageRange> pieces;
+  for (const PageRange& m : merged_pages(storages)) {
     for (std::uintptr_t b = m.begin; b < m.end; b += kPopulatePiece) {
       pieces.push_back({b, std::min<std::uintptr_t>(b + kPopulatePiece, m.end)});
     }
-    total += m.end - m.begin;
   }
+  return pieces;
+}
+
+void populate_host(std::span<const PlacedStorage> storages, unsigned threads,
+                   const std::function<std::string(std::size_t)>& describe) {
+  const std::vector<PageRange> pieces = populate_pieces(storages);
+  std::uint64_t total = 0;
+  for (const PageRange& p : pieces) total += p.end - p.begin;
+  // Every piece runs even after a failure (a piece past the end of the file
+  // fails at its first page), so that the lowest failing address, and so the
+  // storage named, does not depend on the threads' timing.
   std::atomic<std::size_t> next{0};
-  std::atomic<bool> stop{false};
   std::mutex mutex;
-  PageSpan failed;
+  PageRange failed;
   int failed_errno = 0;
   auto worker = [&] {
-    for (std::size_t k; !stop.load(std::memory_order_relaxed) &&
-                        (k = next.fetch_add(1, std::memory_order_relaxed)) < pieces.size();) {
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < pieces.size();) {
       if (const int err = populate_pages(pieces[k]); err != 0) {
         const std::lock_guard lock(mutex);
         if (failed_errno == 0 || pieces[k].begin < failed.begin) {
-          failed = pieces[k];  // of several failures, the lowest address is named
+          failed = pieces[k];
           failed_errno = err;
         }
-        stop.store(true, std::memory_order_relaxed);
       }
     }
   };

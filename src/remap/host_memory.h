@@ -6,6 +6,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "maploc/bytes.h"
 #include "maploc/remap/loaded.h"
@@ -46,6 +47,16 @@ PlacedStorage host_view(const Bytes& raw);
 
 /// The view of `raw`'s bytes inside `cow`, a copy-on-write mapping of the same file.
 PlacedStorage host_cow_view(const Bytes& cow, std::uint64_t file_offset, std::uint64_t nbytes);
+
+/// A page-aligned address range [begin, end).
+struct PageRange {
+  std::uintptr_t begin = 0, end = 0;
+};
+
+/// The ranges populate_host() hands to madvise, one call each: the CPU
+/// storages' bytes rounded out to pages, sorted, merged where they touch (two
+/// storages less than a page apart touch), cut into pieces of at most 64 MiB.
+std::vector<PageRange> populate_pieces(std::span<const PlacedStorage> storages);
 
 /// Makes every page of every CPU storage resident and mapped before anyone
 /// reads it: madvise(MADV_POPULATE_READ), or a read of one byte per 4 KiB page
