@@ -1,7 +1,9 @@
 // load_bench.cpp - one maploc load in a fresh process, measured the way bench/peers.py measures torch.
-// Usage: maploc_bench_load FILE --mode lazy|materialised|first|cuda [--threads N] [--cold]
+// Usage: maploc_bench_load FILE --mode lazy|materialised|resident|first|cuda [--threads N] [--cold]
 //   lazy          Checkpoint::open + remap::load with mapped views (every tensor usable, no byte read)
 //   materialised  the same with HostMemory::kOwnedCopy: every byte in private memory
+//   resident      copy-on-write views (kMappedView, writable) with every page populated before
+//                 load() returns: every byte resident and mapped, shared with the page cache until written
 //   first         open + a private copy of the first tensor's storage (time to first tensor)
 //   cuda          map_location cuda:0; load() returns after the device is synchronised
 // Prints one JSON object: seconds, bytes, peak RSS over the baseline, faults and rchar.
@@ -47,7 +49,8 @@ void drop_pages(const char* path) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s FILE --mode lazy|materialised|first|cuda [--threads N] [--cold]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s FILE --mode lazy|materialised|resident|first|cuda [--threads N] [--cold]\n",
+                 argv[0]);
     return 2;
   }
   const char* path = argv[1];
@@ -65,6 +68,11 @@ int main(int argc, char** argv) {
     remap::LoadOptions options;
     options.host_threads = threads;
     if (mode == "materialised") options.host = remap::HostMemory::kOwnedCopy;
+    if (mode == "resident") {
+      options.host = remap::HostMemory::kMappedView;
+      options.writable = true;
+      options.populate = true;
+    }
     if (mode == "cuda") {
       options.map = remap::MapLocation::parse("cuda:0");
       (void)remap::DeviceInventory::probe();  // CUDA context creation is reported apart, like torch's

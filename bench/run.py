@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="W1, W2 and W5 only, 3 runs")
     ap.add_argument("--doc", default=os.path.join(HERE, "..", "docs", "performance.md"))
     args = ap.parse_args()
+    import report  # bench/report.py: the runner names it knows, and the tables
     manifest = json.load(open(os.path.join(args.work, "manifest.json")))
     load = os.path.join(args.build, "bench/maploc_bench_load")
     phys = os.path.join(args.build, "bench/maploc_bench_physical")
@@ -158,6 +159,7 @@ def main():
             add("first", "safetensors get_tensor", [VENV, peers, "safetensors", "first", st, "--first", w["first"]], st)
         add("materialised", "maploc", [load, pth, "--mode", "materialised"], pth)
         add("materialised", "maploc 1 thread", [load, pth, "--mode", "materialised", "--threads", "1"], pth)
+        add("materialised", report.RESIDENT, [load, pth, "--mode", "resident"], pth)
         add("materialised", "torch.load Debian", [DEBIAN, peers, "torch_load", "materialised", pth], pth)
         add("materialised", "torch.load new", [VENV, peers, "torch_load", "materialised", pth], pth)
         add("materialised", "torch.load(mmap)+touch new", [VENV, peers, "torch_load_mmap", "materialised", pth], pth)
@@ -188,7 +190,6 @@ def main():
         results["workloads"][wid] = {"manifest": {k: v for k, v in w.items() if k != "sha256"}, "rows": rows,
                                      "refs": refs}
         json.dump(results, open(os.path.join(args.work, "results.json"), "w"), indent=1)
-    import report  # bench/report.py
     report.write(results, args.doc)
 
 

@@ -1,4 +1,5 @@
-// cmd_load.cpp - `maploc load`: place every storage where the SPEC says, report time and rate, optionally hash.
+// cmd_load.cpp - `maploc load`: place every storage where the SPEC says (views, populated views, copies),
+// report time and rate, optionally hash.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,13 +34,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int cmd_load(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
-                "usage: maploc load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--arena] "
-                "[--hash] [--json]");
+                "usage: maploc load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--populate] "
+                "[--arena] [--hash] [--json]");
   }
   remap::LoadOptions options;
   options.map = map_location_of(args);
   options.host = host_memory_of(args);
   options.writable = args.has("writable");
+  options.populate = args.has("populate");
+  if (options.populate && options.host != remap::HostMemory::kMappedView) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                "--populate maps the pages of file views: it needs --host view (copies are resident already)");
+  }
   options.cuda.arena = args.has("arena");
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -80,12 +86,16 @@ int cmd_load(const Args& args) {
   }
   std::printf("%s: opened in %.2f ms, %zu tensors, %zu storages\n", checkpoint.path().c_str(), open_s * 1e3,
               loaded.tensors().size(), loaded.storages().size());
-  // Read-only views of the mapping copy nothing: a rate would mean nothing.
-  // (copies are writable; read-only CPU storages are views of the mapping)
+  // Read-only views of the mapping copy nothing: a rate would mean nothing,
+  // unless every page was populated. (copies are writable; read-only CPU
+  // storages are views of the mapping)
   const bool views_only = std::all_of(loaded.storages().begin(), loaded.storages().end(), [](const auto& s) {
     return s.device.kind == remap::Device::Kind::kMeta || (s.device.kind == remap::Device::Kind::kCpu && !s.writable);
   });
-  if (views_only) {
+  if (options.populate) {
+    std::printf("placed %s as file views, every page populated, in %.2f ms (%s)\n", human_bytes(total).c_str(),
+                load_s * 1e3, human_rate(total, load_s).c_str());
+  } else if (views_only) {
     std::printf("placed %s as zero-copy views of the file in %.2f ms\n", human_bytes(total).c_str(), load_s * 1e3);
   } else {
     std::printf("placed %s in %.2f ms (%s)\n", human_bytes(total).c_str(), load_s * 1e3,
