@@ -180,13 +180,11 @@ std::int64_t lookup(std::unique_ptr<KeyIndex>& index, std::size_t size, KeyOf ke
     for (std::size_t k = 0; k < size; ++k) {
       std::uint64_t kh = 0;
       key_hash(key_of(k), kh);  // every stored key was hashable
-      index->emplace(kh, static_cast<std::uint32_t>(k));
+      index->insert(kh, static_cast<std::uint32_t>(k));
     }
   }
-  auto [first, last] = index->equal_range(h);
-  for (auto it = first; it != last; ++it)
-    if (keys_equal(key_of(it->second), key)) return it->second;
-  return -1;
+  const auto at = index->find(h, [&](std::uint32_t pos) { return keys_equal(key_of(pos), key); });
+  return at ? static_cast<std::int64_t>(*at) : -1;
 }
 }  // namespace
 
@@ -199,7 +197,7 @@ bool dict_set(DictNode& dict, const Value& key, const Value& value) {
     dict.items[static_cast<std::size_t>(at)].value = value;
     return true;
   }
-  if (dict.index) dict.index->emplace(h, static_cast<std::uint32_t>(dict.items.size()));
+  if (dict.index) dict.index->insert(h, static_cast<std::uint32_t>(dict.items.size()));
   dict.items.push_back({key, value});
   return true;
 }
@@ -209,7 +207,7 @@ bool set_add(SeqNode& set, const Value& element) {
   if (!key_hash(element, h)) return false;
   auto key_of = [&](std::size_t k) -> const Value& { return set.items[k]; };
   if (lookup(set.index, set.items.size(), key_of, element, h) >= 0) return true;
-  if (set.index) set.index->emplace(h, static_cast<std::uint32_t>(set.items.size()));
+  if (set.index) set.index->insert(h, static_cast<std::uint32_t>(set.items.size()));
   set.items.push_back(element);
   return true;
 }

@@ -64,7 +64,7 @@ class Machine {
     }
     result_.end_offset_ = in_.pos();
     result_.protocol_ = proto_;
-    check_depth(result_.root_);
+    if (depths_stale_) check_depth(result_.root_);
   }
 
  private:
@@ -126,12 +126,17 @@ class Machine {
   }
 
   void nest(Node& parent, const Value& child) {
-    const Node* c = Builder::node(child);
-    if (c == nullptr || c->depth < parent.depth) return;
+    Node* c = Builder::node(child);
+    if (c == nullptr) return;
+    c->has_parent = true;
+    if (c->depth < parent.depth) return;
     if (c->depth >= limits_.pickle_max_nesting_depth)
       in_.fail(ErrorCode::kPickleLimitNesting,
                "values nest deeper than " + n(limits_.pickle_max_nesting_depth) +
                    " (raise Limits::pickle_max_nesting_depth)");
+    // A node that already sits inside another grew deeper: its ancestors'
+    // depths are now lower bounds, and the final walk must look.
+    if (parent.has_parent) depths_stale_ = true;
     parent.depth = c->depth + 1;
   }
 
@@ -150,7 +155,7 @@ class Machine {
   Value seq(Kind kind, std::span<const Value> items) {
     check_items(0, items.size());
     account(sizeof(SeqNode) + items.size() * sizeof(Value));
-    auto& node = arena_.seqs.emplace_back(kind);
+    auto& node = arena_.seqs.emplace_back(kind, &arena_.pool);
     if (kind == Kind::kFrozenSet || kind == Kind::kSet) {
       for (const auto& e : items) add_to_set(node, e);
     } else {
@@ -162,12 +167,12 @@ class Machine {
 
   Value dict() {
     account(sizeof(DictNode));
-    return Builder::box(Kind::kDict, &arena_.dicts.emplace_back());
+    return Builder::box(Kind::kDict, &arena_.dicts.emplace_back(&arena_.pool));
   }
 
   Value call(Kind kind, CallOp op, Value callable, Value args, Value kwargs = {}) {
     account(sizeof(CallNode));
-    auto& node = arena_.calls.emplace_back(kind, op, callable, args, kwargs);
+    auto& node = arena_.calls.emplace_back(kind, op, callable, args, kwargs, &arena_.pool);
     nest(node, callable);
     nest(node, args);
     nest(node, kwargs);
@@ -233,7 +238,7 @@ class Machine {
   }
 
   void append(Value& target, std::span<const Value> items) {
-    std::vector<Value>* dest = nullptr;
+    std::pmr::vector<Value>* dest = nullptr;
     Node* node = Builder::node(target);
     if (target.kind() == Kind::kList)
       dest = &node_as<SeqNode>(target).items;
@@ -374,6 +379,7 @@ class Machine {
   std::vector<Value> dense_;                          // memo indices 0..n-1 stored in order
   std::unordered_map<std::uint64_t, Value> sparse_;   // any other memo index
   std::uint64_t allocated_ = 0;
+  bool depths_stale_ = false;  ///< a nested node grew deeper after it was nested (see nest())
   std::uint8_t proto_ = 0;
 };
 

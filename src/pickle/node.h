@@ -4,13 +4,14 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "maploc/pickle/value.h"
+#include "support/flat_index.h"
 
 namespace maploc::pickle::detail {
 
@@ -18,6 +19,7 @@ namespace maploc::pickle::detail {
 /// changed (exact for immutable nodes, a lower bound for mutable ones).
 struct Node {
   Kind kind;
+  bool has_parent = false;  ///< nested into another node at least once
   std::uint32_t depth = 1;
   std::uint32_t visit = 0;  ///< scratch stamp for the final depth walk
   explicit Node(Kind k) : kind(k) {}
@@ -32,24 +34,24 @@ struct BlobNode : Node {
 /// Hash index over keys/elements, built once a container grows past a few
 /// items so that dict/set insertion stays linear (CPython semantics: a dict
 /// key set twice keeps its first position and its last value).
-using KeyIndex = std::unordered_multimap<std::uint64_t, std::uint32_t>;
+using KeyIndex = maploc::detail::FlatIndex;
 
 /// tuple, list, set, frozenset.
 struct SeqNode : Node {
-  std::vector<Value> items;
+  std::pmr::vector<Value> items;
   std::unique_ptr<KeyIndex> index;  ///< sets only
   /// Tuples and frozensets never change once built, so their key hash is
   /// computed once: memo-shared nesting would otherwise make hashing
   /// exponential (a 12 KB pickle took minutes before, found by fuzz_safetensors).
   std::uint64_t key_hash = 0;
   std::uint8_t key_hash_state = 0;  ///< 0 not computed, 1 hashable, 2 unhashable
-  explicit SeqNode(Kind k) : Node(k) {}
+  SeqNode(Kind k, std::pmr::memory_resource* pool) : Node(k), items(pool) {}
 };
 
 struct DictNode : Node {
-  std::vector<DictItem> items;
+  std::pmr::vector<DictItem> items;
   std::unique_ptr<KeyIndex> index;
-  DictNode() : Node(Kind::kDict) {}
+  explicit DictNode(std::pmr::memory_resource* pool) : Node(Kind::kDict), items(pool) {}
 };
 
 struct GlobalNode : Node {
@@ -64,11 +66,11 @@ struct CallNode : Node {
   Value callable;
   Value args;
   Value kwargs;
-  std::vector<Value> appended;
-  std::vector<DictItem> set_items;
-  std::vector<Value> states;
-  CallNode(Kind k, CallOp o, Value c, Value a, Value kw)
-      : Node(k), op(o), callable(c), args(a), kwargs(kw) {}
+  std::pmr::vector<Value> appended;
+  std::pmr::vector<DictItem> set_items;
+  std::pmr::vector<Value> states;
+  CallNode(Kind k, CallOp o, Value c, Value a, Value kw, std::pmr::memory_resource* pool)
+      : Node(k), op(o), callable(c), args(a), kwargs(kw), appended(pool), set_items(pool), states(pool) {}
 };
 
 struct PersistentNode : Node {
@@ -76,17 +78,25 @@ struct PersistentNode : Node {
   explicit PersistentNode(Value p) : Node(Kind::kPersistent), pid(p) {}
 };
 
-/// Owns every node of one Result. Deques keep node addresses stable and
-/// allocate in chunks; nodes hold only flat vectors of handles, so tearing
-/// down a deeply nested tree never recurses.
+/// Owns every node of one Result. Deques keep node addresses stable; nodes
+/// hold only flat vectors of handles, so tearing down a deeply nested tree
+/// never recurses. Nodes and their item arrays come from one monotonic pool
+/// (a malloc per tuple was a fifth of reading a 30,000-tensor state_dict);
+/// a growing list leaves its old arrays in the pool, at most twice its final
+/// size, and Machine::account() bounds what the pickle may build.
 class Arena {
  public:
-  std::deque<BlobNode> blobs;
-  std::deque<SeqNode> seqs;
-  std::deque<DictNode> dicts;
-  std::deque<GlobalNode> globals;
-  std::deque<CallNode> calls;
-  std::deque<PersistentNode> persistents;
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  std::pmr::monotonic_buffer_resource pool{std::size_t{64} << 10};  // declared first: destroyed last
+  std::pmr::deque<BlobNode> blobs{&pool};
+  std::pmr::deque<SeqNode> seqs{&pool};
+  std::pmr::deque<DictNode> dicts{&pool};
+  std::pmr::deque<GlobalNode> globals{&pool};
+  std::pmr::deque<CallNode> calls{&pool};
+  std::pmr::deque<PersistentNode> persistents{&pool};
   std::deque<std::vector<std::uint8_t>> owned;  ///< decoded text that is not a view of the stream
   std::vector<Value> global_values;             ///< every kGlobal, in stream order
 };

@@ -169,6 +169,11 @@ Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
     const std::uint64_t off = std::min<std::uint64_t>(s.view_offset * element_size(s.dtype), root.size());
     return root.slice(off, std::min<std::uint64_t>(s.nbytes, root.size() - off));
   }
+  if (!s.compressed && storage_index < state_->present_bytes.size()) {
+    // A stored record: its bytes were located on open (file_offset, present_bytes).
+    return state_->archive->file_bytes().slice(static_cast<std::size_t>(s.file_offset),
+                                               static_cast<std::size_t>(state_->present_bytes[storage_index]));
+  }
   const zip::Record* rec = state_->archive->find(s.record);
   if (!rec) fail(ErrorCode::kTorchStorageMissing, "storage '" + s.key + "' has no record", s.record);
   return state_->archive->read(*rec);

@@ -208,6 +208,7 @@ void Interpreter::walk_state(const Value& state, const std::string& name, std::s
 
 void interpret(Checkpoint::State& state) {
   Interpreter in(state);
+  state.tensors.reserve(state.tensors.size() + state.refs.size());  // about one tensor per storage reference
   in.walk(state.root, "", 0);
   if (state.format == Format::kTorchScript && !state.constants_root.is_none()) {
     in.walk(state.constants_root, "constants", 0);

@@ -66,6 +66,7 @@ bool int_list(const Value& v, std::vector<std::int64_t>& out, std::uint64_t max_
   if (!seq->is(Kind::kTuple) && !seq->is(Kind::kList)) return false;
   if (seq->size() > max_rank) return false;
   out.clear();
+  out.reserve(seq->size());
   for (const auto& e : seq->elements()) {
     if (!e.is(Kind::kInt) || e.is_big_int()) return false;
     out.push_back(e.as_int());

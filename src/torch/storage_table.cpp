@@ -15,6 +15,8 @@ bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
   return true;
 }
 
+std::uint64_t key_hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
+
 }  // namespace
 
 std::optional<std::string> text_of(const pickle::Value& v) {
@@ -43,15 +45,18 @@ void StorageTable::bad(const std::string& why, std::uint64_t offset) const {
   fail(ErrorCode::kTorchBadPersistentId, "persistent id " + why, stream_name_, offset);
 }
 
-std::optional<std::size_t> StorageTable::find(const std::string& key) const {
-  auto it = by_key_.find(key);
-  if (it == by_key_.end()) return std::nullopt;
-  return it->second;
+std::optional<std::size_t> StorageTable::find(std::string_view key) const {
+  const auto at = by_key_.find(key_hash(key), [&](std::uint32_t i) { return state_.storages[i].key == key; });
+  if (!at) return std::nullopt;
+  return *at;
 }
 
 std::size_t StorageTable::add(Storage storage, std::uint64_t present_bytes) {
   const std::size_t index = state_.storages.size();
-  by_key_.emplace(storage.key, index);
+  if (index >= std::numeric_limits<std::uint32_t>::max()) {
+    fail(ErrorCode::kTorchBadPersistentId, "more than 2^32 storages", stream_name_);
+  }
+  by_key_.insert(key_hash(storage.key), static_cast<std::uint32_t>(index));
   state_.storages.push_back(std::move(storage));
   state_.present_bytes.push_back(present_bytes);
   return index;
@@ -100,8 +105,8 @@ std::optional<pickle::Value> StorageTable::load(const pickle::Value& pid, std::u
   }
 
   std::size_t index = 0;
-  if (auto it = by_key_.find(*key); it != by_key_.end()) {
-    index = it->second;
+  if (const auto found = find(*key)) {
+    index = *found;
     const Storage& s = state_.storages[index];
     if (s.nbytes != nbytes) {
       fail(ErrorCode::kTorchStorageConflict,

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "maploc/pickle/value.h"
+#include "support/flat_index.h"
 #include "torch/state.h"
 
 namespace maploc::torch {
@@ -31,7 +32,7 @@ class StorageTable {
   std::optional<pickle::Value> load(const pickle::Value& pid, std::uint64_t offset);
 
   /// The storage index of a key, if seen.
-  std::optional<std::size_t> find(const std::string& key) const;
+  std::optional<std::size_t> find(std::string_view key) const;
 
   /// Adds a storage directly (tar format), returning its index.
   std::size_t add(Storage storage, std::uint64_t present_bytes);
@@ -45,7 +46,7 @@ class StorageTable {
   Checkpoint::State& state_;
   std::string stream_name_;
   Locate locate_;
-  std::unordered_map<std::string, std::size_t> by_key_;
+  maploc::detail::FlatIndex by_key_;  ///< storage keys of this stream -> index into State::storages
   std::unordered_map<std::string, std::uint64_t> views_;  ///< legacy view key -> handle
 };
 

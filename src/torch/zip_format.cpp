@@ -93,6 +93,10 @@ void read_zip(Checkpoint::State& st) {
   read_byteorder(st);
   collect_hints(st);
 
+  // About one storage per record: no regrowth of the tables while the pickle runs.
+  st.storages.reserve(ar.records().size());
+  st.present_bytes.reserve(ar.records().size());
+  st.refs.reserve(ar.records().size());
   StorageTable data_table(st, ar.prefix() + "/data.pkl", locate_in(st, "data/"));
   pickle::Result data = run_pickle(st, "data.pkl", data_table);
   st.protocol = data.protocol();

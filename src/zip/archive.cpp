@@ -1,11 +1,18 @@
 // archive.cpp - maploc::zip::Archive: open, look up and read records.
 #include "maploc/zip/archive.h"
 
+#include <cstring>
+
 #include "directory.h"
 #include "inflate.h"
 #include "maploc/error.h"
+#include "support/flat_index.h"
 
 namespace maploc::zip {
+
+namespace {
+std::uint64_t name_hash(std::string_view name) { return std::hash<std::string_view>{}(name); }
+}  // namespace
 
 std::uint64_t Record::alignment() const {
   std::uint64_t a = 1;
@@ -23,17 +30,21 @@ class DirectoryParser {
     const DirectoryEnd end = find_directory_end(a.file_.bytes, a.file_.path, limits);
     a.base_ = end.base;
     a.records_ = read_central_directory(a.file_.bytes, a.file_.path, end);
-    a.index_.reserve(a.records_.size());
+    auto index = std::make_shared<maploc::detail::FlatIndex>(a.records_.size());
     for (std::uint32_t i = 0; i < a.records_.size(); ++i) {
-      auto [it, fresh] = a.index_.emplace(a.records_[i].name, i);
-      if (!fresh) {
+      const std::string& name = a.records_[i].name;
+      const std::uint64_t hash = name_hash(name);
+      const auto earlier = index->find(hash, [&](std::uint32_t k) { return a.records_[k].name == name; });
+      index->insert(hash, i);
+      if (earlier) {
         throw Error(ErrorCode::kZipDuplicateName, Stage::kZip,
                     "two records are named '" + a.records_[i].name +
-                        "' (entries #" + std::to_string(it->second) + " and #" + std::to_string(i) +
+                        "' (entries #" + std::to_string(*earlier) + " and #" + std::to_string(i) +
                         "); refusing an ambiguous archive",
                     a.records_[i].header_offset, a.file_.path);
       }
     }
+    a.index_ = std::move(index);
     // PyTorchStreamReader: the prefix is everything before the first '/' of entry 0.
     const std::string& first = a.records_.front().name;
     const auto slash = first.find('/');
@@ -64,16 +75,22 @@ void Archive::require_prefix() const {
 }
 
 const Record* Archive::find(std::string_view full_name) const {
-  auto it = index_.find(full_name);
-  return it == index_.end() ? nullptr : &records_[it->second];
+  if (!index_) return nullptr;
+  const auto at = index_->find(name_hash(full_name), [&](std::uint32_t k) { return records_[k].name == full_name; });
+  return at ? &records_[*at] : nullptr;
 }
 
 const Record* Archive::find_in_prefix(std::string_view name) const {
-  std::string full;
-  full.reserve(prefix_.size() + 1 + name.size());
-  if (!prefix_.empty()) full.append(prefix_).append("/");
-  full.append(name);
-  return find(full);
+  if (prefix_.empty()) return find(name);
+  // Names of storages are short: join them on the stack, not the heap.
+  char buf[256];
+  if (prefix_.size() + 1 + name.size() <= sizeof buf) {
+    std::memcpy(buf, prefix_.data(), prefix_.size());
+    buf[prefix_.size()] = '/';
+    std::memcpy(buf + prefix_.size() + 1, name.data(), name.size());
+    return find(std::string_view(buf, prefix_.size() + 1 + name.size()));
+  }
+  return find(prefix_ + "/" + std::string(name));
 }
 
 const Record& Archive::at(std::string_view name) const {

@@ -8,12 +8,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "maploc/bytes.h"
 #include "maploc/limits.h"
 #include "maploc/mapped_file.h"
+
+namespace maploc::detail {
+class FlatIndex;
+}  // namespace maploc::detail
 
 namespace maploc::zip {
 
@@ -84,11 +87,7 @@ class Archive {
   std::uint64_t base_ = 0;
   std::string prefix_;
   std::vector<Record> records_;
-  struct NameHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> index_;
+  std::shared_ptr<const maploc::detail::FlatIndex> index_;  ///< record names, hashed; built once
   friend class DirectoryParser;
 };
 
