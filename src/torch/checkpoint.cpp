@@ -6,6 +6,7 @@
 #include "maploc/error.h"
 #include "maploc/sniff.h"
 #include "torch/state.h"
+#include "zip/deferred.h"
 
 namespace maploc::torch {
 namespace {
@@ -22,11 +23,12 @@ bool is_truncated_zip(const Error& e) {
        st.path);
 }
 
-// Zip archives: the magic at offset 0, or anywhere the end record says
-// (bytes prepended to an archive, torch's test_serialization_with_header).
-void open_zip(Checkpoint::State& st, ContentKind kind) {
+// Runs one step of reading the zip container, saying "truncated" or "not a
+// checkpoint" for the errors that mean the file is not a whole zip archive.
+template <typename Step>
+void zip_step(const Checkpoint::State& st, ContentKind kind, Step step) {
   try {
-    st.archive.emplace(zip::Archive::from_file(st.file, st.options.limits));
+    step();
   } catch (const Error& e) {
     if (!is_truncated_zip(e)) throw;
     if (kind == ContentKind::kZip) {
@@ -37,7 +39,15 @@ void open_zip(Checkpoint::State& st, ContentKind kind) {
     }
     not_a_checkpoint(st, kind);
   }
-  read_zip(st);
+}
+
+// Zip archives: the magic at offset 0, or anywhere the end record says
+// (bytes prepended to an archive, torch's test_serialization_with_header).
+void open_zip(Checkpoint::State& st, ContentKind kind) {
+  static constexpr std::string_view kEarly[] = {"data.pkl", "constants.pkl"};
+  std::optional<zip::DeferredLocate> pending;
+  zip_step(st, kind, [&] { pending.emplace(st.file, st.options.limits, kEarly, st.archive); });
+  read_zip(st, [&] { zip_step(st, kind, [&] { pending->run(); }); });
 }
 
 void read_any(Checkpoint::State& st) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +67,10 @@ struct Checkpoint::State {
 /// Format readers: fill storages, refs, present_bytes, root (and
 /// constants_root), protocol, byteorder, hints. Tensors come afterwards
 /// from interpret() and validate().
-void read_zip(Checkpoint::State& state);
+/// `locate_rest` reads the local headers of every record but data.pkl and
+/// constants.pkl (zip::DeferredLocate::run); read_zip runs it on another
+/// thread while data.pkl runs, or first where threads do not pay.
+void read_zip(Checkpoint::State& state, const std::function<void()>& locate_rest);
 void read_legacy(Checkpoint::State& state);
 void read_tar(Checkpoint::State& state);
 /// Safetensors fills tensors too (one dense tensor per storage); no pickle.

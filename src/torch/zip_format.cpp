@@ -1,5 +1,10 @@
 // zip_format.cpp - torch.save (>= 1.6) and torch.jit.save archives: records, byteorder, data.pkl (§1, §3).
+#include <exception>
+#include <functional>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "torch/state.h"
 #include "torch/storage_table.h"
@@ -59,8 +64,15 @@ pickle::Result run_pickle(Checkpoint::State& st, std::string_view name, StorageT
   return pickle::run(ar.read(rec), po);
 }
 
-StorageTable::Locate locate_in(Checkpoint::State& st, std::string dir) {
-  return [&st, dir = std::move(dir)](Storage& s, std::uint64_t& present) {
+// Where each storage's bytes start is known once its record is located; the
+// record is noted now and file_offset filled in by fill_offsets().
+struct Located {
+  std::size_t storage;
+  const zip::Record* record;
+};
+
+StorageTable::Locate locate_in(Checkpoint::State& st, std::string dir, std::vector<Located>& pending) {
+  return [&st, &pending, dir = std::move(dir)](Storage& s, std::uint64_t& present) {
     const zip::Archive& ar = *st.archive;
     const std::string rel = dir + s.key;
     const zip::Record* rec = ar.find_in_prefix(rel);
@@ -69,15 +81,55 @@ StorageTable::Locate locate_in(Checkpoint::State& st, std::string dir) {
            "storage '" + s.key + "' has no record '" + ar.prefix() + "/" + rel + "'", ar.path());
     }
     s.record = rec->name;
-    s.file_offset = rec->data_offset;
     s.compressed = rec->method != zip::kMethodStored;
     present = rec->size;
+    pending.push_back({st.storages.size(), rec});  // StorageTable::add's index for s
   };
+}
+
+void fill_offsets(Checkpoint::State& st, const std::vector<Located>& pending) {
+  for (const Located& l : pending) st.storages[l.storage].file_offset = l.record->data_offset;
+}
+
+// Reading local headers on a thread of its own pays from this many records.
+constexpr std::size_t kBackgroundLocate = 1024;
+
+// Runs `locate` on another thread while `work` runs here. A container error
+// wins over one of `work` (the order a sequential reader reports them in).
+template <typename Work>
+void overlapped(const std::function<void()>& locate, std::size_t records, Work work) {
+  if (records < kBackgroundLocate || std::thread::hardware_concurrency() < 2) {
+    locate();
+    work();
+    return;
+  }
+  std::exception_ptr locate_error;
+  std::jthread locator;
+  try {
+    locator = std::jthread([&] {
+      try {
+        locate();
+      } catch (...) {
+        locate_error = std::current_exception();
+      }
+    });
+  } catch (const std::system_error&) {
+    locate();  // no thread to be had
+  }
+  try {
+    work();
+  } catch (...) {
+    if (locator.joinable()) locator.join();
+    if (locate_error) std::rethrow_exception(locate_error);
+    throw;
+  }
+  if (locator.joinable()) locator.join();
+  if (locate_error) std::rethrow_exception(locate_error);
 }
 
 }  // namespace
 
-void read_zip(Checkpoint::State& st) {
+void read_zip(Checkpoint::State& st, const std::function<void()>& locate_rest) {
   zip::Archive& ar = *st.archive;
   ar.require_prefix();
   const bool torchscript = ar.find_in_prefix("constants.pkl") != nullptr;
@@ -90,26 +142,31 @@ void read_zip(Checkpoint::State& st) {
          "a zip archive without '" + ar.prefix() + "/data.pkl': not a torch checkpoint", st.path);
   }
   st.format = torchscript ? Format::kTorchScript : Format::kZip;
-  read_byteorder(st);
-  collect_hints(st);
 
   // About one storage per record: no regrowth of the tables while the pickle runs.
   st.storages.reserve(ar.records().size());
   st.present_bytes.reserve(ar.records().size());
   st.refs.reserve(ar.records().size());
-  StorageTable data_table(st, ar.prefix() + "/data.pkl", locate_in(st, "data/"));
-  pickle::Result data = run_pickle(st, "data.pkl", data_table);
-  st.protocol = data.protocol();
-  st.root = data.root();
-  st.unknown_globals = unknown_globals_of(data);
-  st.results.push_back(std::move(data));
-  if (torchscript) {
-    // constants.pkl's ids name records under constants/ (§3.1), keys of their own.
-    StorageTable const_table(st, ar.prefix() + "/constants.pkl", locate_in(st, "constants/"));
-    pickle::Result constants = run_pickle(st, "constants.pkl", const_table);
-    st.constants_root = constants.root();
-    st.results.push_back(std::move(constants));
-  }
+  std::vector<Located> pending;
+  pending.reserve(ar.records().size());
+  overlapped(locate_rest, ar.records().size(), [&] {
+    StorageTable data_table(st, ar.prefix() + "/data.pkl", locate_in(st, "data/", pending));
+    pickle::Result data = run_pickle(st, "data.pkl", data_table);
+    st.protocol = data.protocol();
+    st.root = data.root();
+    st.unknown_globals = unknown_globals_of(data);
+    st.results.push_back(std::move(data));
+    if (torchscript) {
+      // constants.pkl's ids name records under constants/ (§3.1), keys of their own.
+      StorageTable const_table(st, ar.prefix() + "/constants.pkl", locate_in(st, "constants/", pending));
+      pickle::Result constants = run_pickle(st, "constants.pkl", const_table);
+      st.constants_root = constants.root();
+      st.results.push_back(std::move(constants));
+    }
+  });
+  fill_offsets(st, pending);
+  read_byteorder(st);
+  collect_hints(st);
 }
 
 }  // namespace maploc::torch

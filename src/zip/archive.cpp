@@ -20,38 +20,35 @@ std::uint64_t Record::alignment() const {
   return a;
 }
 
-// Builds an Archive from a parsed directory; the only writer of its fields.
-class DirectoryParser {
- public:
-  static Archive build(MappedFile file, const Limits& limits) {
-    Archive a;
-    a.file_ = std::move(file);
-    a.limits_ = limits;
-    const DirectoryEnd end = find_directory_end(a.file_.bytes, a.file_.path, limits);
-    a.base_ = end.base;
-    a.records_ = read_central_directory(a.file_.bytes, a.file_.path, end);
-    auto index = std::make_shared<maploc::detail::FlatIndex>(a.records_.size());
-    for (std::uint32_t i = 0; i < a.records_.size(); ++i) {
-      const std::string& name = a.records_[i].name;
-      const std::uint64_t hash = name_hash(name);
-      const auto earlier = index->find(hash, [&](std::uint32_t k) { return a.records_[k].name == name; });
-      index->insert(hash, i);
-      if (earlier) {
-        throw Error(ErrorCode::kZipDuplicateName, Stage::kZip,
-                    "two records are named '" + a.records_[i].name +
-                        "' (entries #" + std::to_string(*earlier) + " and #" + std::to_string(i) +
-                        "); refusing an ambiguous archive",
-                    a.records_[i].header_offset, a.file_.path);
-      }
+Archive DirectoryParser::build(MappedFile file, const Limits& limits, bool locate, DirectoryEnd* end_out) {
+  Archive a;
+  a.file_ = std::move(file);
+  a.limits_ = limits;
+  const DirectoryEnd end = find_directory_end(a.file_.bytes, a.file_.path, limits);
+  a.base_ = end.base;
+  a.records_ = read_central_directory(a.file_.bytes, a.file_.path, end, locate);
+  if (end_out != nullptr) *end_out = end;
+  auto index = std::make_shared<maploc::detail::FlatIndex>(a.records_.size());
+  for (std::uint32_t i = 0; i < a.records_.size(); ++i) {
+    const std::string& name = a.records_[i].name;
+    const std::uint64_t hash = name_hash(name);
+    const auto earlier = index->find(hash, [&](std::uint32_t k) { return a.records_[k].name == name; });
+    index->insert(hash, i);
+    if (earlier) {
+      throw Error(ErrorCode::kZipDuplicateName, Stage::kZip,
+                  "two records are named '" + a.records_[i].name +
+                      "' (entries #" + std::to_string(*earlier) + " and #" + std::to_string(i) +
+                      "); refusing an ambiguous archive",
+                  a.records_[i].header_offset, a.file_.path);
     }
-    a.index_ = std::move(index);
-    // PyTorchStreamReader: the prefix is everything before the first '/' of entry 0.
-    const std::string& first = a.records_.front().name;
-    const auto slash = first.find('/');
-    if (slash != std::string::npos) a.prefix_ = first.substr(0, slash);
-    return a;
   }
-};
+  a.index_ = std::move(index);
+  // PyTorchStreamReader: the prefix is everything before the first '/' of entry 0.
+  const std::string& first = a.records_.front().name;
+  const auto slash = first.find('/');
+  if (slash != std::string::npos) a.prefix_ = first.substr(0, slash);
+  return a;
+}
 
 Archive Archive::open(const std::filesystem::path& path, const Limits& limits) {
   return DirectoryParser::build(MappedFile::open(path), limits);

@@ -376,8 +376,8 @@ void check_overlaps(const std::vector<Record>& records, const std::string& path)
 
 }  // namespace
 
-std::vector<Record> read_central_directory(const Bytes& file, const std::string& path,
-                                           const DirectoryEnd& end) {
+std::vector<Record> read_central_directory(const Bytes& file, const std::string& path, const DirectoryEnd& end,
+                                           bool locate) {
   const std::uint64_t cd_end = end.cd_start + end.cd_size;
   std::vector<Record> records;
   records.reserve(static_cast<std::size_t>(end.entries));
@@ -388,9 +388,26 @@ std::vector<Record> read_central_directory(const Bytes& file, const std::string&
            load_u16(file.data() + pos + 32);
     records.push_back(std::move(r));
   }
-  locate_all(file, path, end, records);
-  check_overlaps(records, path);
+  if (locate) locate_records(file, path, end, records, {});
   return records;
+}
+
+void locate_records(const Bytes& file, const std::string& path, const DirectoryEnd& end, std::vector<Record>& records,
+                    std::span<const std::uint32_t> already) {
+  if (already.empty()) {
+    locate_all(file, path, end, records);
+  } else {
+    std::vector<bool> skip(records.size(), false);
+    for (const std::uint32_t i : already) skip[i] = true;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      if (!skip[i]) locate_data(file, path, end, records[i]);
+    }
+  }
+  check_overlaps(records, path);
+}
+
+void locate_record(const Bytes& file, const std::string& path, const DirectoryEnd& end, Record& record) {
+  locate_data(file, path, end, record);
 }
 
 }  // namespace maploc::zip

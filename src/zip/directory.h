@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "maploc/bytes.h"
 #include "maploc/limits.h"
+#include "maploc/mapped_file.h"
 #include "maploc/zip/archive.h"
 
 namespace maploc::zip {
@@ -26,9 +28,30 @@ struct DirectoryEnd {
 /// kZipMultiDisk, kZipTooManyEntries, kZipOffsetOutOfRange.
 DirectoryEnd find_directory_end(const Bytes& file, const std::string& path, const Limits& limits);
 
-/// Parses every central-directory entry, locates each record's data through
-/// its local header, and checks names, bounds and overlaps.
-std::vector<Record> read_central_directory(const Bytes& file, const std::string& path,
-                                           const DirectoryEnd& end);
+/// Parses every central-directory entry and checks names and bounds; with
+/// `locate`, also locates each record's data through its local header and
+/// checks overlaps (locate_records). Without, header offsets stay relative
+/// to the archive start and data offsets are 0.
+std::vector<Record> read_central_directory(const Bytes& file, const std::string& path, const DirectoryEnd& end,
+                                           bool locate = true);
+
+/// Locates every record not listed in `already` (indices located one by one
+/// with locate_record) and checks that no two records overlap.
+void locate_records(const Bytes& file, const std::string& path, const DirectoryEnd& end, std::vector<Record>& records,
+                    std::span<const std::uint32_t> already);
+
+/// Reads one record's local header: absolute header offset and data offset.
+/// Call it once per record.
+void locate_record(const Bytes& file, const std::string& path, const DirectoryEnd& end, Record& record);
+
+/// Builds an Archive from a parsed directory; the only writer of its fields.
+class DirectoryParser {
+ public:
+  /// Archive::from_file; without `locate`, records keep data_offset 0 until
+  /// locate_records() runs on them (DeferredLocate). `end` receives the end records.
+  static Archive build(MappedFile file, const Limits& limits, bool locate = true, DirectoryEnd* end = nullptr);
+  static std::vector<Record>& records(Archive& archive) { return archive.records_; }
+  static const Bytes& bytes(const Archive& archive) { return archive.file_.bytes; }
+};
 
 }  // namespace maploc::zip

@@ -1,4 +1,5 @@
 // malformed_test.cpp - corrupted fixtures and hand-written legacy streams, each with its ErrorCode.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -167,6 +168,45 @@ TEST_CASE("corrupted zip fixtures give their ErrorCode and name the tensor", "[t
           CHECK_THAT(e.what(), Catch::Contains("24") && Catch::Contains("28"));
         }
       }
+    }
+  }
+}
+
+// Archives of 1,024 records and more read their local headers on a second
+// thread while data.pkl runs: errors there must come out as they do
+// sequentially, and before an error of the pickle.
+TEST_CASE("a large archive's corrupt local header is reported, before a pickle error", "[torch][malformed]") {
+  const Buffer good = read_file(checkpoints_dir() / "many_small_20k.t113.pt");
+  const std::string late_name = "data/19990";  // one of the last records: located on the other thread
+  Buffer bad_header = good;
+  {
+    // The local header of that record: "PK\3\4" 26 bytes before its name.
+    const std::string needle = "/" + late_name;
+    auto it = std::search(bad_header.begin(), bad_header.end(), needle.begin(), needle.end());
+    REQUIRE(it != bad_header.end());
+    while (!(it[0] == 'P' && it[1] == 'K' && it[2] == 3 && it[3] == 4)) --it;
+    it[3] = 9;
+  }
+  SECTION("the local header alone") {
+    const ErrorCode code = code_of([&] { open_bytes(bad_header); });
+    CHECK(code == ErrorCode::kZipBadSignature);
+  }
+  SECTION("with data.pkl naming a storage that has no record") {
+    Buffer both = bad_header;
+    patch(both, "storage", "storxge");  // the first persistent id: kTorchBadPersistentId on its own
+    CHECK(code_of([&] { open_bytes(both); }) == ErrorCode::kZipBadSignature);
+    Buffer pickle_only = good;
+    patch(pickle_only, "storage", "storxge");
+    CHECK(code_of([&] { open_bytes(pickle_only); }) == ErrorCode::kTorchBadPersistentId);
+  }
+  SECTION("the good file still opens, every storage where its record says") {
+    const auto ck = open_bytes(good);
+    REQUIRE(ck.storages().size() == 20000);
+    const auto& ar = *ck.archive();
+    for (const auto& s : ck.storages()) {
+      const auto* rec = ar.find(s.record);
+      REQUIRE(rec != nullptr);
+      REQUIRE(s.file_offset == rec->data_offset);
     }
   }
 }
