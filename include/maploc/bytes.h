@@ -31,6 +31,8 @@ class Bytes {
   }
   /// A sub-range sharing this view's owner. Precondition: off <= size(), len <= size() - off.
   Bytes slice(std::size_t off, std::size_t len) const { return Bytes(owner_, data_ + off, len); }
+  /// What keeps the bytes alive (may be null for bytes nobody owns).
+  const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
 
  private:
   std::shared_ptr<const void> owner_;

@@ -280,7 +280,7 @@ PlacedStorage host_view(const Bytes& raw) {
   out.nbytes = raw.size();
   out.data = const_cast<std::uint8_t*>(raw.data());
   out.writable = false;
-  out.owner = std::make_shared<Bytes>(raw);
+  out.owner = std::const_pointer_cast<void>(raw.owner());  // the mapping's owner: no allocation per view
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "maploc/remap/plan.h"
 #include "remap/cuda_backend.h"
 #include "remap/host_memory.h"
+#include "support/flat_index.h"
 #include "remap/storage_names.h"
 
 namespace maploc::remap {
@@ -159,8 +160,11 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   out.tensors_ = checkpoint.tensors();
   out.inventory_ = inventory;
   out.storages_.resize(storages.size());
-  out.by_name_.reserve(out.tensors_.size());
-  for (std::size_t t = 0; t < out.tensors_.size(); ++t) out.by_name_.emplace(out.tensors_[t].name, t);
+  auto by_name = std::make_shared<maploc::detail::FlatIndex>(out.tensors_.size());
+  for (std::size_t t = 0; t < out.tensors_.size(); ++t) {
+    by_name->insert(maploc::detail::hash_text(out.tensors_[t].name), static_cast<std::uint32_t>(t));
+  }
+  out.by_name_ = std::move(by_name);
 
   const bool any_cuda = std::any_of(plan.targets.begin(), plan.targets.end(),
                                     [](const Device& d) { return d.kind == Device::Kind::kCuda; });

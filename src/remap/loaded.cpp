@@ -8,6 +8,7 @@
 #include "maploc/torch/hash.h"
 #include "remap/cuda_backend.h"
 #include "remap/host_memory.h"
+#include "support/flat_index.h"
 
 namespace maploc::remap {
 namespace {
@@ -42,9 +43,8 @@ Device Loaded::device_of(std::size_t tensor) const {
 }
 
 std::optional<std::size_t> Loaded::find(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
-  if (it == by_name_.end()) return std::nullopt;
-  return it->second;
+  if (!by_name_) return std::nullopt;
+  return by_name_->find(maploc::detail::hash_text(name), [&](std::uint32_t t) { return tensors_[t].name == name; });
 }
 
 void Loaded::to(const Device& device, std::string_view name_glob) {

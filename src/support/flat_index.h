@@ -8,10 +8,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace maploc::detail {
+
+/// The hash FlatIndex users key names with.
+inline std::uint64_t hash_text(std::string_view text) noexcept { return std::hash<std::string_view>{}(text); }
 
 class FlatIndex {
  public:

@@ -15,8 +15,6 @@ bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
   return true;
 }
 
-std::uint64_t key_hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
-
 }  // namespace
 
 std::optional<std::string> text_of(const pickle::Value& v) {
@@ -46,7 +44,7 @@ void StorageTable::bad(const std::string& why, std::uint64_t offset) const {
 }
 
 std::optional<std::size_t> StorageTable::find(std::string_view key) const {
-  const auto at = by_key_.find(key_hash(key), [&](std::uint32_t i) { return state_.storages[i].key == key; });
+  const auto at = by_key_.find(maploc::detail::hash_text(key), [&](std::uint32_t i) { return state_.storages[i].key == key; });
   if (!at) return std::nullopt;
   return *at;
 }
@@ -56,7 +54,7 @@ std::size_t StorageTable::add(Storage storage, std::uint64_t present_bytes) {
   if (index >= std::numeric_limits<std::uint32_t>::max()) {
     fail(ErrorCode::kTorchBadPersistentId, "more than 2^32 storages", stream_name_);
   }
-  by_key_.insert(key_hash(storage.key), static_cast<std::uint32_t>(index));
+  by_key_.insert(maploc::detail::hash_text(storage.key), static_cast<std::uint32_t>(index));
   state_.storages.push_back(std::move(storage));
   state_.present_bytes.push_back(present_bytes);
   return index;

@@ -10,9 +10,6 @@
 
 namespace maploc::zip {
 
-namespace {
-std::uint64_t name_hash(std::string_view name) { return std::hash<std::string_view>{}(name); }
-}  // namespace
 
 std::uint64_t Record::alignment() const {
   std::uint64_t a = 1;
@@ -31,7 +28,7 @@ Archive DirectoryParser::build(MappedFile file, const Limits& limits, bool locat
   auto index = std::make_shared<maploc::detail::FlatIndex>(a.records_.size());
   for (std::uint32_t i = 0; i < a.records_.size(); ++i) {
     const std::string& name = a.records_[i].name;
-    const std::uint64_t hash = name_hash(name);
+    const std::uint64_t hash = maploc::detail::hash_text(name);
     const auto earlier = index->find(hash, [&](std::uint32_t k) { return a.records_[k].name == name; });
     index->insert(hash, i);
     if (earlier) {
@@ -73,7 +70,7 @@ void Archive::require_prefix() const {
 
 const Record* Archive::find(std::string_view full_name) const {
   if (!index_) return nullptr;
-  const auto at = index_->find(name_hash(full_name), [&](std::uint32_t k) { return records_[k].name == full_name; });
+  const auto at = index_->find(maploc::detail::hash_text(full_name), [&](std::uint32_t k) { return records_[k].name == full_name; });
   return at ? &records_[*at] : nullptr;
 }
 

@@ -6,13 +6,16 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "maploc/progress.h"
 #include "maploc/remap/device.h"
 #include "maploc/remap/map_location.h"
 #include "maploc/torch/checkpoint.h"
+
+namespace maploc::detail {
+class FlatIndex;
+}  // namespace maploc::detail
 
 namespace maploc::remap {
 
@@ -116,7 +119,7 @@ class Loaded {
   friend Loaded load(const torch::Checkpoint&, const LoadOptions&);
   std::vector<torch::Tensor> tensors_;
   std::vector<PlacedStorage> storages_;
-  std::unordered_map<std::string, std::size_t> by_name_;
+  std::shared_ptr<const maploc::detail::FlatIndex> by_name_;  ///< tensor names, hashed
   DeviceInventory inventory_;
 };
 
