@@ -12,6 +12,7 @@
 
 #include "maploc/pickle/value.h"
 #include "support/flat_index.h"
+#include "support/huge_chunks.h"
 
 namespace maploc::pickle::detail {
 
@@ -86,11 +87,13 @@ struct PersistentNode : Node {
 /// size, and Machine::account() bounds what the pickle may build.
 class Arena {
  public:
-  Arena() = default;
+  /// `expected_bytes`: the size of the first chunk (later ones double).
+  explicit Arena(std::size_t expected_bytes) : pool(expected_bytes, &chunks) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  std::pmr::monotonic_buffer_resource pool{std::size_t{64} << 10};  // declared first: destroyed last
+  maploc::detail::HugeChunks chunks;              // declared first: destroyed last
+  std::pmr::monotonic_buffer_resource pool;
   std::pmr::deque<BlobNode> blobs{&pool};
   std::pmr::deque<SeqNode> seqs{&pool};
   std::pmr::deque<DictNode> dicts{&pool};

@@ -76,7 +76,7 @@ class Result {
   friend class Machine;
   friend Result run(std::span<const std::uint8_t> stream, const struct Options& options);
   friend Result run(const Bytes& stream, const struct Options& options);
-  Result();
+  explicit Result(std::size_t stream_bytes);
   std::unique_ptr<detail::Arena> arena_;
   Bytes keep_alive_;
   Value root_;
