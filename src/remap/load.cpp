@@ -157,12 +157,12 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   };
   const auto& storages = checkpoint.storages();
   Loaded out;
-  out.tensors_ = checkpoint.tensors();
+  out.tensors_ = checkpoint.shared_tensors();
   out.inventory_ = inventory;
   out.storages_.resize(storages.size());
-  auto by_name = std::make_shared<maploc::detail::FlatIndex>(out.tensors_.size());
-  for (std::size_t t = 0; t < out.tensors_.size(); ++t) {
-    by_name->insert(maploc::detail::hash_text(out.tensors_[t].name), static_cast<std::uint32_t>(t));
+  auto by_name = std::make_shared<maploc::detail::FlatIndex>(out.tensors_->size());
+  for (std::size_t t = 0; t < out.tensors_->size(); ++t) {
+    by_name->insert(maploc::detail::hash_text((*out.tensors_)[t].name), static_cast<std::uint32_t>(t));
   }
   out.by_name_ = std::move(by_name);
 

@@ -37,21 +37,21 @@ std::string name_list(const std::vector<std::string>& names) {
 }  // namespace
 
 Device Loaded::device_of(std::size_t tensor) const {
-  const auto& t = tensors_.at(tensor);
+  const auto& t = tensors_->at(tensor);
   if (t.storage) return storages_[*t.storage].device;
   return t.kind == torch::TensorKind::kMeta ? Device::meta() : Device::cpu();
 }
 
 std::optional<std::size_t> Loaded::find(std::string_view name) const {
   if (!by_name_) return std::nullopt;
-  return by_name_->find(maploc::detail::hash_text(name), [&](std::uint32_t t) { return tensors_[t].name == name; });
+  return by_name_->find(maploc::detail::hash_text(name), [&](std::uint32_t t) { return (*tensors_)[t].name == name; });
 }
 
 void Loaded::to(const Device& device, std::string_view name_glob) {
   // Storages to move: those viewed by a matching tensor, each once.
   std::vector<std::size_t> moving;
   std::vector<std::vector<std::string>> names;
-  for (const auto& t : tensors_) {
+  for (const auto& t : *tensors_) {
     if (!t.storage || !glob_match(name_glob, t.name) || storages_[*t.storage].device == device) continue;
     auto it = std::find(moving.begin(), moving.end(), *t.storage);
     if (it == moving.end()) {
@@ -75,7 +75,7 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
   std::vector<PlacedStorage> placed(moving.size());
   std::vector<detail::UploadJob> jobs;
   for (std::size_t k = 0; k < moving.size(); ++k) {
-    const std::string who = storage_who(moving[k], tensors_);
+    const std::string who = storage_who(moving[k], *tensors_);
     if (device.kind == Device::Kind::kMeta) {
       placed[k].device = device;
       placed[k].nbytes = storages_[moving[k]].nbytes;
@@ -97,18 +97,18 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
 }
 
 std::vector<std::uint8_t> Loaded::host_bytes(std::size_t storage) const {
-  const Bytes b = detail::host_bytes_of(storages_.at(storage), storage_who(storage, tensors_));
+  const Bytes b = detail::host_bytes_of(storages_.at(storage), storage_who(storage, *tensors_));
   return std::vector<std::uint8_t>(b.data(), b.data() + b.size());
 }
 
 std::string Loaded::tensor_sha256(std::size_t tensor) const {
-  const auto& t = tensors_.at(tensor);
+  const auto& t = tensors_->at(tensor);
   if (!t.storage) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kRemap,
                 "tensor '" + t.name + "' has no storage of its own (kind " +
                     std::string(torch::tensor_kind_name(t.kind)) + "); hash its components instead");
   }
-  const Bytes bytes = detail::host_bytes_of(storages_[*t.storage], storage_who(*t.storage, tensors_));
+  const Bytes bytes = detail::host_bytes_of(storages_[*t.storage], storage_who(*t.storage, *tensors_));
   Sha256 sha;
   torch::for_each_value_chunk(t, bytes, torch::ByteOrder::kLittle,
                               [&](std::span<const std::uint8_t> chunk) { sha.update(chunk); });
@@ -118,15 +118,15 @@ std::string Loaded::tensor_sha256(std::size_t tensor) const {
 LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool strict) const {
   LoadIntoReport report;
   std::vector<std::size_t> matched(destinations.size(), SIZE_MAX);
-  std::vector<bool> wanted(tensors_.size(), false);
+  std::vector<bool> wanted(tensors_->size(), false);
   for (std::size_t d = 0; d < destinations.size(); ++d) {
     const Destination& dst = destinations[d];
     const auto idx = find(dst.name);
-    if (!idx || !tensors_[*idx].storage) {
+    if (!idx || !(*tensors_)[*idx].storage) {
       report.missing.push_back(dst.name);
       continue;
     }
-    const torch::Tensor& t = tensors_[*idx];
+    const torch::Tensor& t = (*tensors_)[*idx];
     if (t.dtype != dst.dtype || t.shape != dst.shape) {
       throw Error(ErrorCode::kRemapStateDictMismatch, Stage::kRemap,
                   "tensor '" + t.name + "' is " + std::string(torch::dtype_name(t.dtype)) + " " + shape_str(t.shape) +
@@ -136,8 +136,8 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
     matched[d] = *idx;
     wanted[*idx] = true;
   }
-  for (std::size_t i = 0; i < tensors_.size(); ++i) {
-    if (!wanted[i] && !tensors_[i].is_component && tensors_[i].storage) report.unexpected.push_back(tensors_[i].name);
+  for (std::size_t i = 0; i < tensors_->size(); ++i) {
+    if (!wanted[i] && !(*tensors_)[i].is_component && (*tensors_)[i].storage) report.unexpected.push_back((*tensors_)[i].name);
   }
   if (strict && (!report.missing.empty() || !report.unexpected.empty())) {
     std::string msg = "load_into (strict):";
@@ -149,9 +149,9 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
   std::vector<detail::UploadJob> jobs;
   for (std::size_t d = 0; d < destinations.size(); ++d) {
     if (matched[d] == SIZE_MAX) continue;
-    const torch::Tensor& t = tensors_[matched[d]];
+    const torch::Tensor& t = (*tensors_)[matched[d]];
     const Destination& dst = destinations[d];
-    const Bytes bytes = detail::host_bytes_of(storages_[*t.storage], storage_who(*t.storage, tensors_));
+    const Bytes bytes = detail::host_bytes_of(storages_[*t.storage], storage_who(*t.storage, *tensors_));
     std::vector<std::uint8_t> staged;
     auto* out = static_cast<std::uint8_t*>(dst.data);
     if (dst.device.kind != Device::Kind::kCpu) out = nullptr;

@@ -128,6 +128,9 @@ bool Checkpoint::has_byteorder_record() const noexcept { return state_->has_byte
 int Checkpoint::pickle_protocol() const noexcept { return state_->protocol; }
 const std::vector<Storage>& Checkpoint::storages() const noexcept { return state_->storages; }
 const std::vector<Tensor>& Checkpoint::tensors() const noexcept { return state_->tensors; }
+std::shared_ptr<const std::vector<Tensor>> Checkpoint::shared_tensors() const noexcept {
+  return state_->tensors_owner;
+}
 const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { return state_->unknown_globals; }
 const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
 const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }

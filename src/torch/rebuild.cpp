@@ -94,7 +94,9 @@ std::size_t Interpreter::strided(const Value& storage, const Value& offset, cons
                   ", not a storage persistent id");
   }
   const StorageRef& ref = state_.refs[storage.external_handle()];
-  Tensor t;
+  // Built in place: W1's 30,000 tensors are 9 MB of Tensor structs.
+  const std::size_t index = state_.tensors.size();
+  Tensor& t = state_.tensors.emplace_back();
   t.name = name;
   t.dtype = dtype.value_or(ref.dtype);
   t.storage = ref.storage;
@@ -105,7 +107,7 @@ std::size_t Interpreter::strided(const Value& storage, const Value& offset, cons
     bad(name, "size has " + std::to_string(t.shape.size()) + " dims but stride has " +
                   std::to_string(t.stride.size()));
   }
-  return push(std::move(t));
+  return index;
 }
 
 std::size_t Interpreter::storage_object(const Value& v, const std::string& name) {

@@ -49,7 +49,9 @@ struct Checkpoint::State {
   /// refers to the i-th as Value::external(kTarTensorHandle + i).
   std::map<std::string, Tensor> tar_tensors;
 
-  std::vector<Tensor> tensors;
+  /// Shared with every remap::Loaded made from this checkpoint (no copy per load).
+  std::shared_ptr<std::vector<Tensor>> tensors_owner = std::make_shared<std::vector<Tensor>>();
+  std::vector<Tensor>& tensors = *tensors_owner;
   std::vector<std::string> unknown_globals;
   std::vector<std::string> hints;
   /// Safetensors `__metadata__`, in file order.

@@ -88,7 +88,7 @@ struct LoadIntoReport {
 class Loaded {
  public:
   /// The checkpoint's tensors (same order and indices as Checkpoint::tensors()).
-  const std::vector<torch::Tensor>& tensors() const noexcept { return tensors_; }
+  const std::vector<torch::Tensor>& tensors() const noexcept { return *tensors_; }
   /// One entry per checkpoint storage, same indices.
   const std::vector<PlacedStorage>& storages() const noexcept { return storages_; }
   /// Device of tensor i (cpu for storage-less tensors with no device).
@@ -117,7 +117,8 @@ class Loaded {
 
  private:
   friend Loaded load(const torch::Checkpoint&, const LoadOptions&);
-  std::vector<torch::Tensor> tensors_;
+  std::shared_ptr<const std::vector<torch::Tensor>> tensors_ =
+      std::make_shared<const std::vector<torch::Tensor>>();  ///< the checkpoint's, shared
   std::vector<PlacedStorage> storages_;
   std::shared_ptr<const maploc::detail::FlatIndex> by_name_;  ///< tensor names, hashed
   DeviceInventory inventory_;

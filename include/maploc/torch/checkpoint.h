@@ -93,6 +93,9 @@ class Checkpoint {
   /// (dict insertion order, list order, attribute order). Components of
   /// composites come right after their composite.
   const std::vector<Tensor>& tensors() const noexcept;
+  /// The same tensors, kept alive by the pointer after the Checkpoint is gone
+  /// (remap::Loaded holds them this way instead of copying them).
+  std::shared_ptr<const std::vector<Tensor>> shared_tensors() const noexcept;
   /// "module.name" of every GLOBAL not on torch's default weights_only
   /// allowlist (what torch.serialization.get_unsafe_globals_in_checkpoint
   /// answers), sorted and without duplicates.
