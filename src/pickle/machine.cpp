@@ -184,7 +184,7 @@ class Machine {
 
   Value call(Kind kind, CallOp op, Value callable, Value args, Value kwargs = {}) {
     account(sizeof(CallNode));
-    auto& node = arena_.calls.emplace_back(kind, op, callable, args, kwargs, &arena_.pool);
+    auto& node = arena_.calls.emplace_back(kind, op, callable, args, kwargs);
     nest(node, callable);
     nest(node, args);
     nest(node, kwargs);
@@ -216,6 +216,14 @@ class Machine {
   }
 
   // ---- container mutation ----
+  detail::CallExtras& extras(CallNode& c) {
+    if (c.extra == nullptr) {
+      account(sizeof(detail::CallExtras));
+      c.extra = &arena_.call_extras.emplace_back(&arena_.pool);
+    }
+    return *c.extra;
+  }
+
   void add_to_set(SeqNode& set, const Value& e) {
     check_items(set.items.size(), 1);
     account(sizeof(Value));
@@ -238,9 +246,10 @@ class Machine {
     } else if (target.kind() == Kind::kReduce || target.kind() == Kind::kObject) {
       // An OrderedDict or other mapping rebuilt by a call: record the items.
       auto& c = node_as<CallNode>(target);
-      check_items(c.set_items.size(), 1);
+      auto& extra = extras(c);
+      check_items(extra.set_items.size(), 1);
       account(sizeof(DictItem));
-      c.set_items.push_back({key, value});
+      extra.set_items.push_back({key, value});
       nest(c, key);
       nest(c, value);
     } else {
@@ -255,7 +264,7 @@ class Machine {
     if (target.kind() == Kind::kList)
       dest = &node_as<SeqNode>(target).items;
     else if (target.kind() == Kind::kReduce || target.kind() == Kind::kObject)
-      dest = &node_as<CallNode>(target).appended;  // a list subclass rebuilt by a call
+      dest = &extras(node_as<CallNode>(target)).appended;  // a list subclass rebuilt by a call
     else
       in_.fail(ErrorCode::kPickleTypeError,
                "cannot append to a " + std::string(kind_name(target.kind())));
@@ -643,7 +652,7 @@ void Machine::step(Op op, const detail::RawArg& arg) {
                  "cannot apply state to a " + std::string(kind_name(inst.kind())));
       auto& c = node_as<CallNode>(inst);
       account(sizeof(Value));
-      c.states.push_back(state);
+      extras(c).states.push_back(state);
       nest(c, state);
       break;
     }
@@ -707,12 +716,14 @@ void Machine::check_depth(const Value& root) {
         if (i == 1) return pick(c->args);
         if (i == 2) return pick(c->kwargs);
         i -= 3;
-        if (i < c->appended.size()) return pick(c->appended[i]);
-        i -= c->appended.size();
-        if (i < c->set_items.size() * 2)
-          return pick(i % 2 ? c->set_items[i / 2].value : c->set_items[i / 2].key);
-        i -= c->set_items.size() * 2;
-        if (i < c->states.size()) return pick(c->states[i]);
+        const auto appended = c->appended();
+        const auto set_items = c->set_items();
+        const auto states = c->states();
+        if (i < appended.size()) return pick(appended[i]);
+        i -= appended.size();
+        if (i < set_items.size() * 2) return pick(i % 2 ? set_items[i / 2].value : set_items[i / 2].key);
+        i -= set_items.size() * 2;
+        if (i < states.size()) return pick(states[i]);
         return reinterpret_cast<Node*>(-1);
       }
       case Kind::kPersistent:

@@ -61,17 +61,30 @@ struct GlobalNode : Node {
   GlobalNode(std::string_view m, std::string_view n) : Node(Kind::kGlobal), module(m), name(n) {}
 };
 
+/// What APPEND(S), SETITEM(S) and BUILD did to the result of a call.
+struct CallExtras {
+  std::pmr::vector<Value> appended;
+  std::pmr::vector<DictItem> set_items;
+  std::pmr::vector<Value> states;
+  explicit CallExtras(std::pmr::memory_resource* pool) : appended(pool), set_items(pool), states(pool) {}
+};
+
 /// REDUCE / NEWOBJ / NEWOBJ_EX / INST / OBJ and what later opcodes did to the result.
 struct CallNode : Node {
   CallOp op;
   Value callable;
   Value args;
   Value kwargs;
-  std::pmr::vector<Value> appended;
-  std::pmr::vector<DictItem> set_items;
-  std::pmr::vector<Value> states;
-  CallNode(Kind k, CallOp o, Value c, Value a, Value kw, std::pmr::memory_resource* pool)
-      : Node(k), op(o), callable(c), args(a), kwargs(kw), appended(pool), set_items(pool), states(pool) {}
+  /// Made by the first APPEND/SETITEM/BUILD on the result: most calls (a
+  /// tensor's rebuild, its empty OrderedDict of hooks) never get one.
+  CallExtras* extra = nullptr;
+  CallNode(Kind k, CallOp o, Value c, Value a, Value kw) : Node(k), op(o), callable(c), args(a), kwargs(kw) {}
+
+  std::span<const Value> appended() const noexcept { return extra ? std::span<const Value>(extra->appended) : std::span<const Value>(); }
+  std::span<const DictItem> set_items() const noexcept {
+    return extra ? std::span<const DictItem>(extra->set_items) : std::span<const DictItem>();
+  }
+  std::span<const Value> states() const noexcept { return extra ? std::span<const Value>(extra->states) : std::span<const Value>(); }
 };
 
 struct PersistentNode : Node {
@@ -99,6 +112,7 @@ class Arena {
   std::pmr::deque<DictNode> dicts{&pool};
   std::pmr::deque<GlobalNode> globals{&pool};
   std::pmr::deque<CallNode> calls{&pool};
+  std::pmr::deque<CallExtras> call_extras{&pool};
   std::pmr::deque<PersistentNode> persistents{&pool};
   std::deque<std::vector<std::uint8_t>> owned;  ///< decoded text that is not a view of the stream
   std::vector<Value> global_values;             ///< every kGlobal, in stream order

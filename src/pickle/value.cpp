@@ -198,9 +198,9 @@ CallOp Value::call_op() const { return call_node(*this, kind_).op; }
 const Value& Value::callable() const { return call_node(*this, kind_).callable; }
 const Value& Value::args() const { return call_node(*this, kind_).args; }
 const Value& Value::kwargs() const { return call_node(*this, kind_).kwargs; }
-std::span<const Value> Value::appended() const { return call_node(*this, kind_).appended; }
-std::span<const DictItem> Value::set_items() const { return call_node(*this, kind_).set_items; }
-std::span<const Value> Value::build_states() const { return call_node(*this, kind_).states; }
+std::span<const Value> Value::appended() const { return call_node(*this, kind_).appended(); }
+std::span<const DictItem> Value::set_items() const { return call_node(*this, kind_).set_items(); }
+std::span<const Value> Value::build_states() const { return call_node(*this, kind_).states(); }
 
 const Value& Value::persistent_id() const {
   require(Kind::kPersistent);
