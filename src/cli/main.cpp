@@ -50,17 +50,20 @@ const Command kCommands[] = {
      "  --json                storages with their targets, and per-device totals\n"
      "Fails (exit 4/5) when a storage cannot be placed or a device lacks free memory.\n",
      "json", "map-location"},
-    {"load", cmd_load, "load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--arena] [--hash] [--json]",
+    {"load", cmd_load,
+     "load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--populate] [--arena] [--hash] [--json]",
      "place every storage on its device; print the time and rate (and hashes)",
      "  --map-location SPEC   where storages go (default: their saved tags)\n"
      "  --host view|copy|pinned\n"
      "                        CPU storages as zero-copy file views (default), aligned\n"
      "                        private copies, or page-locked copies (CUDA builds)\n"
      "  --writable            writable copy-on-write views instead of read-only ones\n"
+     "  --populate            with --host view: map every page before returning\n"
+     "                        (MADV_POPULATE_READ), so that first use never faults\n"
      "  --arena               one device allocation per GPU instead of one per storage\n"
      "  --hash                print every tensor's sha256 from the placed copy\n"
      "  --json                timings, per-device totals and tensors as JSON\n",
-     "writable arena hash json", "map-location host"},
+     "writable populate arena hash json", "map-location host"},
     {"remap", cmd_remap, "remap IN OUT --map-location SPEC [--json]",
      "write a torch archive whose storages carry rewritten location tags",
      "  --map-location SPEC   the new tag of each storage (e.g. 'cuda:*->cpu')\n"

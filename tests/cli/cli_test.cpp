@@ -116,6 +116,23 @@ TEST_CASE("plan and load map the cuda-tagged demo onto the CPU, without a map it
   CHECK(run_cli("load " + file + " --map-location gpu").exit_code == 4);
 }
 
+TEST_CASE("load --populate maps every page of the views, changes no byte and needs --host view", "[cli]") {
+  const std::string file = fixture("checkpoints/gpu_tagged.t113.pt");
+  std::ifstream in(file + ".manifest.json");
+  const auto manifest = nlohmann::json::parse(in);
+  for (const std::string extra : {"--populate", "--populate --writable"}) {
+    auto load = run_cli("load " + file + " --map-location cpu --hash " + extra);
+    CHECK(load.exit_code == 0);
+    CHECK(load.out.find("every page populated") != std::string::npos);
+    for (const auto& t : manifest["tensors"]) {
+      CHECK(load.out.find(t["sha256"].get<std::string>() + "  " + t["name"].get<std::string>()) != std::string::npos);
+    }
+  }
+  auto copy = run_cli("load " + file + " --map-location cpu --host copy --populate");
+  CHECK(copy.exit_code == 2);
+  CHECK(copy.out.find("--populate") != std::string::npos);
+}
+
 TEST_CASE("dis of every checkpoint equals pickletools' disassembly", "[cli][pickle]") {
   const fs::path goldens = fixture("pickle/dis");
   REQUIRE(fs::exists(goldens));
