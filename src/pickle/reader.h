@@ -9,6 +9,7 @@
 #include "maploc/error.h"
 #include "maploc/limits.h"
 #include "maploc/pickle/opcodes.h"
+#include "support/little_endian.h"
 
 namespace maploc::pickle::detail {
 
@@ -141,10 +142,13 @@ class Reader {
   }
 
   std::uint64_t le(int n) {
-    std::uint64_t v = 0;
-    auto s = take(static_cast<std::uint64_t>(n));
-    for (int k = n - 1; k >= 0; --k) v = (v << 8) | s[static_cast<std::size_t>(k)];
-    return v;
+    const std::uint8_t* p = take(static_cast<std::uint64_t>(n)).data();
+    switch (n) {
+      case 1: return p[0];
+      case 2: return maploc::detail::load_u16(p);
+      case 4: return maploc::detail::load_u32(p);
+      default: return maploc::detail::load_u64(p);
+    }
   }
 
   void counted(RawArg& a, std::uint64_t n) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "support/huge_chunks.h"
 #include "torch/interpreter.h"
 #include "torch/storage_table.h"
 
@@ -209,6 +210,8 @@ void Interpreter::walk_state(const Value& state, const std::string& name, std::s
 void interpret(Checkpoint::State& state) {
   Interpreter in(state);
   state.tensors.reserve(state.tensors.size() + state.refs.size());  // about one tensor per storage reference
+  maploc::detail::prefer_huge_pages(state.tensors.data() + state.tensors.size(),
+                                    (state.tensors.capacity() - state.tensors.size()) * sizeof(Tensor));
   in.walk(state.root, "", 0);
   if (state.format == Format::kTorchScript && !state.constants_root.is_none()) {
     in.walk(state.constants_root, "constants", 0);

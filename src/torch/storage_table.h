@@ -31,6 +31,9 @@ class StorageTable {
   /// kTorchStorageConflict.
   std::optional<pickle::Value> load(const pickle::Value& pid, std::uint64_t offset);
 
+  /// Room for this many storages without regrowing the key index.
+  void reserve(std::size_t storages) { by_key_.reserve(storages); }
+
   /// The storage index of a key, if seen.
   std::optional<std::size_t> find(std::string_view key) const;
 

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/huge_chunks.h"
 #include "torch/state.h"
 #include "torch/storage_table.h"
 
@@ -147,10 +148,12 @@ void read_zip(Checkpoint::State& st, const std::function<void()>& locate_rest) {
   st.storages.reserve(ar.records().size());
   st.present_bytes.reserve(ar.records().size());
   st.refs.reserve(ar.records().size());
+  maploc::detail::prefer_huge_pages(st.storages.data(), st.storages.capacity() * sizeof(Storage));
   std::vector<Located> pending;
   pending.reserve(ar.records().size());
   overlapped(locate_rest, ar.records().size(), [&] {
     StorageTable data_table(st, ar.prefix() + "/data.pkl", locate_in(st, "data/", pending));
+    data_table.reserve(ar.records().size());
     pickle::Result data = run_pickle(st, "data.pkl", data_table);
     st.protocol = data.protocol();
     st.root = data.root();

@@ -11,6 +11,7 @@
 
 #include "maploc/error.h"
 #include "maploc/sniff.h"
+#include "support/huge_chunks.h"
 #include "support/little_endian.h"
 
 namespace maploc::zip {
@@ -381,6 +382,7 @@ std::vector<Record> read_central_directory(const Bytes& file, const std::string&
   const std::uint64_t cd_end = end.cd_start + end.cd_size;
   std::vector<Record> records;
   records.reserve(static_cast<std::size_t>(end.entries));
+  maploc::detail::prefer_huge_pages(records.data(), records.capacity() * sizeof(Record));
   std::uint64_t pos = end.cd_start;
   for (std::uint64_t i = 0; i < end.entries; ++i) {
     Record r = parse_central_entry(file, path, pos, cd_end, static_cast<std::size_t>(i));
