@@ -48,21 +48,23 @@ struct Choice {
 
 // torch's default_restore_location over our inventory, with its errors made actionable.
 Device restore(const StorageRef& s, const Choice& c, const DeviceInventory& inv) {
-  const std::string how = c.from_tag ? "is tagged " + c.spelling
-                                     : "(tagged " + std::string(s.location) + ") is mapped to " + c.spelling;
+  // For messages only: built on the failure paths (W1 decides 30,000 storages).
+  const auto how = [&] {
+    return c.from_tag ? "is tagged " + c.spelling : "(tagged " + std::string(s.location) + ") is mapped to " + c.spelling;
+  };
   if (c.spelling == "cpu") return Device::cpu();
   if (c.spelling == "meta") return Device::meta();
   if (c.spelling == "auto") return inv.cuda_device_count > 0 ? Device::cuda(0) : Device::cpu();
   if (auto index = cuda_index(c.spelling)) {
     if (inv.cuda_device_count == 0) {
       fail(ErrorCode::kRemapCudaUnavailable,
-           who(s) + " " + how + " but CUDA is not available (" +
+           who(s) + " " + how() + " but CUDA is not available (" +
                (inv.cuda_built ? "no CUDA device was found" : "maploc was built without CUDA") +
                "); map it, e.g. --map-location cpu");
     }
     if (*index >= inv.cuda_device_count) {
       fail(ErrorCode::kRemapNoSuchDevice,
-           who(s) + " " + how + " but only " + std::to_string(inv.cuda_device_count) +
+           who(s) + " " + how() + " but only " + std::to_string(inv.cuda_device_count) +
                " CUDA device(s) are present; map it to an existing device, e.g. --map-location '" +
                std::string(s.location) + "->cuda:0'");
     }

@@ -37,19 +37,41 @@ int device_rank(const Device& d) {
   return 0;
 }
 
+// One decision per storage. Tensor names are gathered only where the map
+// looks at them (name rules, a callback) or an error must name a tensor:
+// W1's 30,000 storages would otherwise copy 30,000 names per plan.
+std::vector<Device> decide_all(const torch::Checkpoint& checkpoint, const MapLocation& map,
+                               const DeviceInventory& inventory) {
+  const auto& storages = checkpoint.storages();
+  const bool names_matter =
+      map.callback || std::any_of(map.rules.begin(), map.rules.end(), [](const Rule& r) { return r.by_name; });
+  auto with_names = [&](const std::vector<std::vector<std::string>>* names) {
+    std::vector<StorageRef> refs;
+    refs.reserve(storages.size());
+    for (std::size_t i = 0; i < storages.size(); ++i) {
+      const auto& s = storages[i];
+      refs.push_back({s.key, torch::dtype_name(s.dtype), s.nbytes, s.location,
+                      names ? std::span<const std::string>((*names)[i]) : std::span<const std::string>()});
+    }
+    return decide(refs, map, inventory);
+  };
+  if (!names_matter) {
+    try {
+      return with_names(nullptr);
+    } catch (const Error&) {
+      // Decide again with the names, for a message that names the tensor.
+    }
+  }
+  const auto names = detail::storage_tensor_names(checkpoint);
+  return with_names(&names);
+}
+
 }  // namespace
 
 Plan make_plan(const torch::Checkpoint& checkpoint, const MapLocation& map, const DeviceInventory& inventory) {
   const auto& storages = checkpoint.storages();
-  const auto names = detail::storage_tensor_names(checkpoint);
-  std::vector<StorageRef> refs;
-  refs.reserve(storages.size());
-  for (std::size_t i = 0; i < storages.size(); ++i) {
-    const auto& s = storages[i];
-    refs.push_back({s.key, torch::dtype_name(s.dtype), s.nbytes, s.location, names[i]});
-  }
   Plan plan;
-  plan.targets = decide(refs, map, inventory);
+  plan.targets = decide_all(checkpoint, map, inventory);
   for (std::size_t i = 0; i < storages.size(); ++i) {
     const Device& d = plan.targets[i];
     auto it = std::find_if(plan.totals.begin(), plan.totals.end(), [&](const DeviceTotal& t) { return t.device == d; });
