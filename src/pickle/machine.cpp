@@ -168,7 +168,7 @@ class Machine {
   Value seq(Kind kind, std::span<const Value> items) {
     check_items(0, items.size());
     account(sizeof(SeqNode) + items.size() * sizeof(Value));
-    auto& node = arena_.seqs.emplace_back(kind, &arena_.pool);
+    auto& node = arena_.seqs.emplace_back(kind, arena_.memory);
     if (kind == Kind::kFrozenSet || kind == Kind::kSet) {
       for (const auto& e : items) add_to_set(node, e);
     } else {
@@ -180,7 +180,7 @@ class Machine {
 
   Value dict() {
     account(sizeof(DictNode));
-    return Builder::box(Kind::kDict, &arena_.dicts.emplace_back(&arena_.pool));
+    return Builder::box(Kind::kDict, &arena_.dicts.emplace_back(arena_.memory));
   }
 
   Value call(Kind kind, CallOp op, Value callable, Value args, Value kwargs = {}) {
@@ -220,7 +220,7 @@ class Machine {
   detail::CallExtras& extras(CallNode& c) {
     if (c.extra == nullptr) {
       account(sizeof(detail::CallExtras));
-      c.extra = &arena_.call_extras.emplace_back(&arena_.pool);
+      c.extra = &arena_.call_extras.emplace_back(arena_.memory);
     }
     return *c.extra;
   }

@@ -92,6 +92,18 @@ struct PersistentNode : Node {
   explicit PersistentNode(Value p) : Node(Kind::kPersistent), pid(p) {}
 };
 
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 /// Owns every node of one Result. Deques keep node addresses stable; nodes
 /// hold only flat vectors of handles, so tearing down a deeply nested tree
 /// never recurses. Nodes and their item arrays come from one monotonic pool
@@ -107,13 +119,17 @@ class Arena {
 
   maploc::detail::HugeChunks chunks;              // declared first: destroyed last
   std::pmr::monotonic_buffer_resource pool;
-  std::pmr::deque<BlobNode> blobs{&pool};
-  std::pmr::deque<SeqNode> seqs{&pool};
-  std::pmr::deque<DictNode> dicts{&pool};
-  std::pmr::deque<GlobalNode> globals{&pool};
-  std::pmr::deque<CallNode> calls{&pool};
-  std::pmr::deque<CallExtras> call_extras{&pool};
-  std::pmr::deque<PersistentNode> persistents{&pool};
+  /// Where nodes and item arrays come from: the pool, except under
+  /// AddressSanitizer, where every one is its own malloc with red zones so
+  /// that the fuzzers still see an overrun of one node's items.
+  std::pmr::memory_resource* const memory = kSanitized ? std::pmr::new_delete_resource() : &pool;
+  std::pmr::deque<BlobNode> blobs{memory};
+  std::pmr::deque<SeqNode> seqs{memory};
+  std::pmr::deque<DictNode> dicts{memory};
+  std::pmr::deque<GlobalNode> globals{memory};
+  std::pmr::deque<CallNode> calls{memory};
+  std::pmr::deque<CallExtras> call_extras{memory};
+  std::pmr::deque<PersistentNode> persistents{memory};
   std::deque<std::vector<std::uint8_t>> owned;  ///< decoded text that is not a view of the stream
   std::vector<Value> global_values;             ///< every kGlobal, in stream order
 };
