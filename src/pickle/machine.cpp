@@ -59,8 +59,8 @@ class Machine {
         arena_(*result.arena_) {
     // Torch pickles memoize about one value per 11 bytes (BINPUT after nearly everything).
     // (A legacy file's stream runs on over its storages: at most 2^20 entries up front.)
-    dense_.reserve(std::min<std::uint64_t>({(data.size() - std::min<std::uint64_t>(options.start_offset, data.size())) / 12,
-                                            limits_.pickle_max_memo_entries, std::uint64_t{1} << 20}));
+    const std::uint64_t stream_bytes = data.size() - std::min<std::uint64_t>(options.start_offset, data.size());
+    dense_.reserve(std::min<std::uint64_t>({stream_bytes / 12, limits_.pickle_max_memo_entries, std::uint64_t{1} << 20}));
     maploc::detail::prefer_huge_pages(dense_.data(), dense_.capacity() * sizeof(Value));
   }
 

@@ -13,8 +13,8 @@
 #include "maploc/remap/plan.h"
 #include "remap/cuda_backend.h"
 #include "remap/host_memory.h"
-#include "support/flat_index.h"
 #include "remap/storage_names.h"
+#include "support/flat_index.h"
 
 namespace maploc::remap {
 namespace {

@@ -137,7 +137,8 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
     wanted[*idx] = true;
   }
   for (std::size_t i = 0; i < tensors_->size(); ++i) {
-    if (!wanted[i] && !(*tensors_)[i].is_component && (*tensors_)[i].storage) report.unexpected.push_back((*tensors_)[i].name);
+    const torch::Tensor& t = (*tensors_)[i];
+    if (!wanted[i] && !t.is_component && t.storage) report.unexpected.push_back(t.name);
   }
   if (strict && (!report.missing.empty() || !report.unexpected.empty())) {
     std::string msg = "load_into (strict):";

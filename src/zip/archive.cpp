@@ -10,7 +10,6 @@
 
 namespace maploc::zip {
 
-
 std::uint64_t Record::alignment() const {
   std::uint64_t a = 1;
   while (a < 4096 && data_offset % (a * 2) == 0) a *= 2;

@@ -270,9 +270,11 @@ Record parse_central_entry(const Bytes& file, const std::string& path, std::uint
   return r;
 }
 
+}  // namespace
+
 // Finds the record's data through its local header (whose extra field holds
 // torch's FB padding, so its length differs from the central directory's).
-void locate_data(const Bytes& file, const std::string& path, const DirectoryEnd& end, Record& r) {
+void locate_record(const Bytes& file, const std::string& path, const DirectoryEnd& end, Record& r) {
   auto abs = detail::checked_add(end.base, r.header_offset);
   if (!abs || !in_bounds(*abs, kLocalHeaderSize, end.cd_start)) {
     fail(ErrorCode::kZipOffsetOutOfRange, path,
@@ -316,6 +318,8 @@ void locate_data(const Bytes& file, const std::string& path, const DirectoryEnd&
   }
 }
 
+namespace {
+
 // Each local header is a page fault when the records lie pages apart (30,000
 // 4 KiB tensors: 30,000 faults, most of an open). Large directories are
 // located in parallel chunks; the earliest failing record is reported, as a
@@ -325,14 +329,14 @@ void locate_all(const Bytes& file, const std::string& path, const DirectoryEnd& 
   const std::size_t hw = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t chunks = std::min<std::size_t>({hw, 8, records.size() / kPerThread});
   if (chunks < 2) {
-    for (Record& r : records) locate_data(file, path, end, r);
+    for (Record& r : records) locate_record(file, path, end, r);
     return;
   }
   std::vector<std::exception_ptr> errors(chunks);
   auto work = [&](std::size_t c) {
     const std::size_t lo = records.size() * c / chunks, hi = records.size() * (c + 1) / chunks;
     try {
-      for (std::size_t i = lo; i < hi; ++i) locate_data(file, path, end, records[i]);
+      for (std::size_t i = lo; i < hi; ++i) locate_record(file, path, end, records[i]);
     } catch (...) {
       errors[c] = std::current_exception();
     }
@@ -402,14 +406,10 @@ void locate_records(const Bytes& file, const std::string& path, const DirectoryE
     std::vector<bool> skip(records.size(), false);
     for (const std::uint32_t i : already) skip[i] = true;
     for (std::size_t i = 0; i < records.size(); ++i) {
-      if (!skip[i]) locate_data(file, path, end, records[i]);
+      if (!skip[i]) locate_record(file, path, end, records[i]);
     }
   }
   check_overlaps(records, path);
-}
-
-void locate_record(const Bytes& file, const std::string& path, const DirectoryEnd& end, Record& record) {
-  locate_data(file, path, end, record);
 }
 
 }  // namespace maploc::zip
