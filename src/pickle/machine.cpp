@@ -57,10 +57,14 @@ class Machine {
         limits_(options.limits),
         result_(result),
         arena_(*result.arena_) {
-    // Torch pickles memoize about one value per 11 bytes (BINPUT after nearly everything).
-    // (A legacy file's stream runs on over its storages: at most 2^20 entries up front.)
+    // Torch pickles memoize after nearly everything: one value per 10 bytes
+    // in a state_dict of small tensors, and an entry takes at least 3 bytes
+    // (an opcode and BINPUT). Reserved address space costs nothing until it
+    // is touched, so reserve for the densest stream: a regrowth would copy
+    // the memo into fresh 4 KiB pages. (A legacy file's stream runs on over
+    // its storages: at most 2^20 entries up front.)
     const std::uint64_t stream_bytes = data.size() - std::min<std::uint64_t>(options.start_offset, data.size());
-    dense_.reserve(std::min<std::uint64_t>({stream_bytes / 12, limits_.pickle_max_memo_entries, std::uint64_t{1} << 20}));
+    dense_.reserve(std::min<std::uint64_t>({stream_bytes / 3, limits_.pickle_max_memo_entries, std::uint64_t{1} << 20}));
     maploc::detail::prefer_huge_pages(dense_.data(), dense_.capacity() * sizeof(Value));
   }
 

@@ -1,7 +1,9 @@
 // storage_table.cpp - persistent-id parsing and storage sharing (pytorch-format.md §2.2, §4.2).
 #include "torch/storage_table.h"
 
+#include <algorithm>
 #include <limits>
+#include <string_view>
 
 namespace maploc::torch {
 namespace {
@@ -16,6 +18,16 @@ bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
 }
 
 }  // namespace
+
+std::optional<std::uint32_t> counted_key(std::string_view key) {
+  if (key.empty() || key.size() > 9 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  std::uint32_t k = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    k = k * 10 + static_cast<std::uint32_t>(c - '0');
+  }
+  return k;
+}
 
 std::optional<std::string> text_of(const pickle::Value& v) {
   if (v.is(pickle::Kind::kStr)) return std::string(v.as_str());
@@ -44,9 +56,22 @@ void StorageTable::bad(const std::string& why, std::uint64_t offset) const {
 }
 
 std::optional<std::size_t> StorageTable::find(std::string_view key) const {
+  if (!hashed_) {
+    // Every key so far is a count below dense_.size(): nothing else can match.
+    const auto k = counted_key(key);
+    if (k && *k < dense_.size()) return dense_[*k];
+    return std::nullopt;
+  }
   const auto at = by_key_.find(maploc::detail::hash_text(key), [&](std::uint32_t i) { return state_.storages[i].key == key; });
   if (!at) return std::nullopt;
   return *at;
+}
+
+void StorageTable::index_keys() {
+  by_key_.reserve(std::max(expected_, dense_.size() + 1));
+  for (const std::uint32_t i : dense_) by_key_.insert(maploc::detail::hash_text(state_.storages[i].key), i);
+  dense_ = {};
+  hashed_ = true;
 }
 
 std::size_t StorageTable::add(Storage storage, std::uint64_t present_bytes) {
@@ -54,7 +79,13 @@ std::size_t StorageTable::add(Storage storage, std::uint64_t present_bytes) {
   if (index >= std::numeric_limits<std::uint32_t>::max()) {
     fail(ErrorCode::kTorchBadPersistentId, "more than 2^32 storages", stream_name_);
   }
-  by_key_.insert(maploc::detail::hash_text(storage.key), static_cast<std::uint32_t>(index));
+  if (!hashed_ && counted_key(storage.key) == dense_.size()) {
+    if (dense_.empty()) dense_.reserve(expected_);
+    dense_.push_back(static_cast<std::uint32_t>(index));
+  } else {
+    if (!hashed_) index_keys();
+    by_key_.insert(maploc::detail::hash_text(storage.key), static_cast<std::uint32_t>(index));
+  }
   state_.storages.push_back(std::move(storage));
   state_.present_bytes.push_back(present_bytes);
   return index;

@@ -5,7 +5,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "maploc/pickle/value.h"
 #include "support/flat_index.h"
@@ -32,7 +34,7 @@ class StorageTable {
   std::optional<pickle::Value> load(const pickle::Value& pid, std::uint64_t offset);
 
   /// Room for this many storages without regrowing the key index.
-  void reserve(std::size_t storages) { by_key_.reserve(storages); }
+  void reserve(std::size_t storages) { expected_ = storages; }
 
   /// The storage index of a key, if seen.
   std::optional<std::size_t> find(std::string_view key) const;
@@ -46,12 +48,24 @@ class StorageTable {
  private:
   [[noreturn]] void bad(const std::string& why, std::uint64_t offset) const;
 
+  void index_keys();
+
   Checkpoint::State& state_;
   std::string stream_name_;
   Locate locate_;
-  maploc::detail::FlatIndex by_key_;  ///< storage keys of this stream -> index into State::storages
+  /// While this stream's keys are "0", "1", "2", ... in order (torch counts
+  /// them up as it meets storages), key k is storage dense_[k] and no key is
+  /// hashed. The first other key moves every key into by_key_.
+  std::vector<std::uint32_t> dense_;
+  bool hashed_ = false;
+  std::size_t expected_ = 0;
+  maploc::detail::FlatIndex by_key_;  ///< once hashed_: storage keys of this stream -> index into State::storages
   std::unordered_map<std::string, std::uint64_t> views_;  ///< legacy view key -> handle
 };
+
+/// k for a storage key spelled the way torch counts storages ("0", "17": no
+/// sign, no leading zero, at most 9 digits), else nullopt.
+std::optional<std::uint32_t> counted_key(std::string_view key);
 
 /// Text of a str (or latin-1 bytes) value, for keys and tags; nullopt for other kinds.
 std::optional<std::string> text_of(const pickle::Value& v);

@@ -1,6 +1,8 @@
 // zip_format.cpp - torch.save (>= 1.6) and torch.jit.save archives: records, byteorder, data.pkl (§1, §3).
 #include <exception>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -72,14 +74,42 @@ struct Located {
   const zip::Record* record;
 };
 
+// The records of one directory whose names are counts (data/0, data/1, ...:
+// torch numbers its storages from 0). One pass over the central directory
+// replaces a name hash and a probe per storage; any other key is looked up
+// by name. Names are unique in an Archive, so both ways find the same record.
+class CountedRecords {
+ public:
+  CountedRecords(const zip::Archive& ar, std::string_view dir) {
+    const std::string head = ar.prefix().empty() ? std::string(dir) : ar.prefix() + "/" + std::string(dir);
+    const auto& records = ar.records();
+    by_count_.assign(records.size(), nullptr);
+    for (const zip::Record& r : records) {
+      if (r.name.size() <= head.size() || r.name.compare(0, head.size(), head) != 0) continue;
+      const auto k = counted_key(std::string_view(r.name).substr(head.size()));
+      if (k && *k < by_count_.size()) by_count_[*k] = &r;
+    }
+  }
+
+  const zip::Record* find(std::string_view key) const {
+    const auto k = counted_key(key);
+    return k && *k < by_count_.size() ? by_count_[*k] : nullptr;
+  }
+
+ private:
+  std::vector<const zip::Record*> by_count_;
+};
+
 StorageTable::Locate locate_in(Checkpoint::State& st, std::string dir, std::vector<Located>& pending) {
-  return [&st, &pending, dir = std::move(dir)](Storage& s, std::uint64_t& present) {
+  auto counted = std::make_shared<std::optional<CountedRecords>>();
+  return [&st, &pending, dir = std::move(dir), counted](Storage& s, std::uint64_t& present) {
     const zip::Archive& ar = *st.archive;
-    const std::string rel = dir + s.key;
-    const zip::Record* rec = ar.find_in_prefix(rel);
+    if (!*counted) counted->emplace(ar, dir);
+    const zip::Record* rec = (*counted)->find(s.key);
+    if (!rec) rec = ar.find_in_prefix(dir + s.key);
     if (!rec) {
       fail(ErrorCode::kTorchStorageMissing,
-           "storage '" + s.key + "' has no record '" + ar.prefix() + "/" + rel + "'", ar.path());
+           "storage '" + s.key + "' has no record '" + ar.prefix() + "/" + dir + s.key + "'", ar.path());
     }
     s.record = rec->name;
     s.compressed = rec->method != zip::kMethodStored;
