@@ -29,12 +29,12 @@ def workload_table(wid, w):
     m, rows, refs = w["manifest"], w["rows"], w["refs"]
     payload = m["payload_bytes"]
     out = [f"### {wid}: {m['tensors']} tensors, {payload / 1e9:.3f} GB payload ({m['file_bytes'] / 1e9:.3f} GB file)",
-           "", "| mode | runner | median | min - max | GB/s | peak RSS over base | read() bytes / payload "
-           "| minor faults | peer time / maploc time |", "|---|---|---|---|---|---|---|---|---|"]
+           "", "| mode | runner | runs | median | p90 | min - max | GB/s | peak RSS over base | read() bytes / payload "
+           "| minor faults | peer time / maploc time |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "median_s" not in r:
             why = r.get("unsupported") or r.get("error", "?")
-            out.append(f"| {r['mode']} | {r['runner']} | - | - | - | - | - | - | cannot: {why} |")
+            out.append(f"| {r['mode']} | {r['runner']} | - | - | - | - | - | - | - | - | cannot: {why} |")
             continue
         mine = row_of(rows, r["mode"], "maploc")
         ratio = ""
@@ -42,7 +42,8 @@ def workload_table(wid, w):
             ratio = "(maploc)"
         elif mine:
             ratio = f"**{r['median_s'] / mine['median_s']:.1f}x**"
-        out.append(f"| {r['mode']} | {r['runner']} | {fmt_s(r['median_s'])} | {fmt_s(r['min_s'])} - "
+        out.append(f"| {r['mode']} | {r['runner']} | {r['runs']} | {fmt_s(r['median_s'])} | "
+                   f"{fmt_s(r.get('p90_s', r['max_s']))} | {fmt_s(r['min_s'])} - "
                    f"{fmt_s(r['max_s'])} | {gbps(payload, r['median_s']):.2f} | "
                    f"{r['rss_peak_over_base_kb'] / 1024:.0f} MiB | {r['rchar'] / payload:.2f} | {r['minflt']} | "
                    f"{ratio} |")

@@ -8,6 +8,7 @@ markers of docs/performance.md.
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import shutil
@@ -43,8 +44,14 @@ def run_json(cmd):
 
 
 def repeat(cmd, runs, path):
-    """Median/min/max of total_s over fresh processes, plus the median run's other fields."""
+    """Median/p90/min/max of total_s over fresh processes, plus the median run's other fields.
+    A.13 "warm: one untimed pass first": the file's pages, and one untimed run of the same command,
+    for every runner alike (on a VM that hands freed memory back to its host, the first process to
+    touch fresh memory after a while pays for it)."""
     warm(path)
+    first = run_json(cmd)
+    if "total_s" not in first:
+        return first
     samples = []
     for _ in range(runs):
         out = run_json(cmd)
@@ -54,6 +61,7 @@ def repeat(cmd, runs, path):
     samples.sort(key=lambda o: o["total_s"])
     med = dict(samples[len(samples) // 2])
     med["median_s"] = statistics.median(o["total_s"] for o in samples)
+    med["p90_s"] = samples[min(len(samples) - 1, math.ceil(0.9 * len(samples)) - 1)]["total_s"]
     med["min_s"] = samples[0]["total_s"]
     med["max_s"] = samples[-1]["total_s"]
     med["runs"] = runs
@@ -121,7 +129,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=0, help="timed runs per figure (default: 10, 5 or 3 by size)")
     ap.add_argument("--quick", action="store_true", help="W1, W2 and W5 only, 3 runs")
     ap.add_argument("--doc", default=os.path.join(HERE, "..", "docs", "performance.md"))
     args = ap.parse_args()
@@ -139,7 +147,13 @@ def main():
     for wid in wids:
         w = manifest[wid]
         pth, st = w["file"], w.get("twin")
-        runs = 3 if args.quick or w["payload_bytes"] > 3e9 else args.runs
+        # A.13 asks for 10 warm runs; the 2-core machine affords that below 1 GB (W3 gets 5, W4 3).
+        if args.quick:
+            runs = 3
+        elif args.runs:
+            runs = args.runs
+        else:
+            runs = 10 if w["payload_bytes"] < 1e9 else 5 if w["payload_bytes"] < 3e9 else 3
         rows = []
 
         def add(mode, runner, cmd, path, note=""):
