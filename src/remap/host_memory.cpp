@@ -194,7 +194,7 @@ PlacedStorage host_allocate(std::uint64_t nbytes, bool pinned, const std::string
     // Its own mapping in huge pages: 512 times fewer first-touch faults while filling.
     p = maploc::detail::map_huge(n);
     if (p == nullptr) out_of_memory(nbytes, who);
-    out.owner = std::shared_ptr<void>(p, [n](void* q) { maploc::detail::unmap_huge(q, n); });
+    out.owner = std::shared_ptr<void>(p, [n](void* q) { ::munmap(q, n); });
   } else {
     p = std::aligned_alloc(64, (n + 63) / 64 * 64);
     if (p == nullptr) out_of_memory(nbytes, who);

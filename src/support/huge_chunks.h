@@ -17,35 +17,14 @@ namespace maploc::detail {
 /// A transparent huge page: buffers from this size up are worth a mapping of their own.
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-/// Bytes a map_huge(bytes) mapping spans: whole huge pages.
-inline constexpr std::size_t huge_span(std::size_t bytes) noexcept {
-  return (bytes + kHugePage - 1) / kHugePage * kHugePage;
-}
-
-/// A fresh anonymous read-write mapping of at least `bytes`, starting on a
-/// huge-page boundary and spanning whole huge pages, asked to use transparent
+/// A fresh anonymous read-write mapping of `bytes`, asked to use transparent
 /// huge pages (advice only: ignored where THP is off); nullptr when the
-/// kernel refuses. A mapping that is not 2 MiB-aligned gets 4 KiB pages at
-/// both ends: up to 1,022 faults instead of 2. Free it with unmap_huge.
+/// kernel refuses. Free it with munmap(p, bytes).
 inline void* map_huge(std::size_t bytes) noexcept {
-  if (bytes == 0 || bytes > SIZE_MAX - 2 * kHugePage) return nullptr;
-  const std::size_t span = huge_span(bytes);
-  void* raw = ::mmap(nullptr, span + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  // Trim to the aligned span: the head before the first boundary, the tail after it.
-  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = (begin + kHugePage - 1) & ~(std::uintptr_t{kHugePage} - 1);
-  if (aligned > begin) ::munmap(raw, aligned - begin);
-  const std::size_t tail = (begin + span + kHugePage) - (aligned + span);
-  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + span), tail);
-  void* p = reinterpret_cast<void*>(aligned);
-  ::madvise(p, span, MADV_HUGEPAGE);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  ::madvise(p, bytes, MADV_HUGEPAGE);
   return p;
-}
-
-/// Frees a map_huge(bytes) mapping.
-inline void unmap_huge(void* p, std::size_t bytes) noexcept {
-  if (p != nullptr) ::munmap(p, huge_span(bytes));
 }
 
 class HugeChunks final : public std::pmr::memory_resource {
@@ -61,7 +40,7 @@ class HugeChunks final : public std::pmr::memory_resource {
     if (bytes < kHugePage) {
       std::pmr::new_delete_resource()->deallocate(p, bytes, alignment);
     } else {
-      unmap_huge(p, bytes);
+      ::munmap(p, bytes);
     }
   }
 
