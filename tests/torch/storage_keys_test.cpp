@@ -23,6 +23,15 @@ void rename_record(Buffer& b, const std::string& from, const std::string& to) {
   REQUIRE(renamed == 2);
 }
 
+// Renames storage `from` to `to` (same length): its key in data.pkl (the
+// BINUNICODE that first names it) and its record.
+Buffer with_storage_renamed(Buffer b, const std::string& from, const std::string& to) {
+  const std::string head = "X" + std::string(1, static_cast<char>(from.size())) + std::string(3, '\0');
+  patch(b, head + from, head + to);
+  rename_record(b, "data/" + from, "data/" + to);
+  return b;
+}
+
 // Storage bytes of every tensor, by name.
 std::vector<std::pair<std::string, std::vector<std::uint8_t>>> tensor_bytes(const torch::Checkpoint& ck) {
   std::vector<std::pair<std::string, std::vector<std::uint8_t>>> out;
@@ -43,20 +52,14 @@ TEST_CASE("storage keys that torch did not count still find their records, share
   REQUIRE(expected.size() == 3);
 
   SECTION("the first key is not a count: every key is looked up by name") {
-    Buffer b = good;
-    patch(b, std::string("X\x01\x00\x00\x00" "0", 6), std::string("X\x01\x00\x00\x00" "k", 6));
-    rename_record(b, "data/0", "data/k");
-    const auto ck = open_bytes(b);
+    const auto ck = open_bytes(with_storage_renamed(good, "0", "k"));
     CHECK(tensor_bytes(ck) == expected);
     REQUIRE(ck.storages().size() == 2);
     CHECK(ck.storages()[0].key == "k");
     CHECK(*ck.tensors()[0].storage == *ck.tensors()[1].storage);  // w and w_t still share
   }
   SECTION("a key that is not a count after counted ones") {
-    Buffer b = good;
-    patch(b, std::string("X\x01\x00\x00\x00" "1", 6), std::string("X\x01\x00\x00\x00" "k", 6));
-    rename_record(b, "data/1", "data/k");
-    const auto ck = open_bytes(b);
+    const auto ck = open_bytes(with_storage_renamed(good, "1", "k"));
     CHECK(tensor_bytes(ck) == expected);
     CHECK(ck.storages()[1].key == "k");
   }
@@ -78,10 +81,7 @@ TEST_CASE("storage keys that torch did not count still find their records, share
 TEST_CASE("a key with a leading zero is not a counted storage", "[torch]") {
   const Buffer good = read_file(checkpoints_dir() / "many_small_20k.t113.pt");
   const auto expected = tensor_bytes(open_bytes(good));
-  Buffer b = good;
-  patch(b, std::string("X\x02\x00\x00\x00" "10", 7), std::string("X\x02\x00\x00\x00" "01", 7));
-  rename_record(b, "data/10", "data/01");
-  const auto ck = open_bytes(b);
+  const auto ck = open_bytes(with_storage_renamed(good, "10", "01"));
   REQUIRE(ck.storages().size() == 20000);
   CHECK(ck.storages()[10].key == "01");
   CHECK(ck.storages()[1].key == "1");
