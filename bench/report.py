@@ -43,7 +43,7 @@ def workload_table(wid, w):
         elif mine:
             ratio = f"**{r['median_s'] / mine['median_s']:.1f}x**"
         out.append(f"| {r['mode']} | {r['runner']} | {r['runs']} | {fmt_s(r['median_s'])} | "
-                   f"{fmt_s(r.get('p90_s', r['max_s']))} | {fmt_s(r['min_s'])} - "
+                   f"{fmt_s(r['p90_s']) if 'p90_s' in r else '-'} | {fmt_s(r['min_s'])} - "
                    f"{fmt_s(r['max_s'])} | {gbps(payload, r['median_s']):.2f} | "
                    f"{r['rss_peak_over_base_kb'] / 1024:.0f} MiB | {r['rchar'] / payload:.2f} | {r['minflt']} | "
                    f"{ratio} |")

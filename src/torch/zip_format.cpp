@@ -1,7 +1,6 @@
 // zip_format.cpp - torch.save (>= 1.6) and torch.jit.save archives: records, byteorder, data.pkl (§1, §3).
 #include <exception>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -101,11 +100,10 @@ class CountedRecords {
 };
 
 StorageTable::Locate locate_in(Checkpoint::State& st, std::string dir, std::vector<Located>& pending) {
-  auto counted = std::make_shared<std::optional<CountedRecords>>();
-  return [&st, &pending, dir = std::move(dir), counted](Storage& s, std::uint64_t& present) {
+  CountedRecords counted(*st.archive, dir);
+  return [&st, &pending, dir = std::move(dir), counted = std::move(counted)](Storage& s, std::uint64_t& present) {
     const zip::Archive& ar = *st.archive;
-    if (!*counted) counted->emplace(ar, dir);
-    const zip::Record* rec = (*counted)->find(s.key);
+    const zip::Record* rec = counted.find(s.key);
     if (!rec) rec = ar.find_in_prefix(dir + s.key);
     if (!rec) {
       fail(ErrorCode::kTorchStorageMissing,
