@@ -4,12 +4,12 @@
 # it onto the CPU (or onto the GPU with MAP=auto on a machine that has one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
-cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" >/dev/null
-cmake --build build -j"$(nproc)" --target maploc >/dev/null
+bash tools/install-deps.sh build   # build dependencies only: the main job installs no Python and no torch
+cmake -S . -B build-demo -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" -DMAPLOC_BUILD_TESTS=OFF -DMAPLOC_BUILD_BENCH=OFF >/dev/null
+cmake --build build-demo -j"$(nproc)" --target maploc >/dev/null
 checkpoint=${1:-fixtures/checkpoints/gpu_tagged.t113.pt}
 map=${MAP:-cuda:*->cpu}
 set -x
-./build/src/cli/maploc ls "$checkpoint"
-./build/src/cli/maploc plan "$checkpoint" --map-location "$map"
-./build/src/cli/maploc load "$checkpoint" --map-location "$map" --hash
+./build-demo/src/cli/maploc ls "$checkpoint"
+./build-demo/src/cli/maploc plan "$checkpoint" --map-location "$map"
+./build-demo/src/cli/maploc load "$checkpoint" --map-location "$map" --hash

@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
-# install-deps.sh - brings a fresh Debian machine to a state that builds maploc. Idempotent.
+# install-deps.sh - brings a fresh Debian machine to a state that builds (and, with `test`, tests) maploc.
+# Idempotent. Usage: bash tools/install-deps.sh [build|test]
+#   build (default): what the library and the CLI need; no Python, no torch (tools/demo.sh).
+#   test:            build's packages plus what the test suite compares against (tools/test.sh).
 set -euo pipefail
+mode=${1:-build}
 
-packages=(cmake make g++ pkg-config catch2 nlohmann-json3-dev zlib1g-dev
-          python3-torch)  # python3-torch: tests/write loads maploc-written files with real torch
+build=(cmake make g++ pkg-config zlib1g-dev nlohmann-json3-dev
+       libssl-dev libisal-dev libzstd-dev libdlpack-dev)
+test=(catch2            # the test framework
+      python3-torch     # tests/write loads maploc-written files with real torch (1.13)
+      python3-numpy)    # the Python module's DLPack tests
+
+case "$mode" in
+  build) packages=("${build[@]}") ;;
+  test)  packages=("${build[@]}" "${test[@]}") ;;
+  *) echo "install-deps: unknown mode '$mode' (use build or test)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -3,7 +3,7 @@
 # once in the normal build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
+bash tools/install-deps.sh test
 
 jobs=$(nproc)
 cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" >/dev/null
