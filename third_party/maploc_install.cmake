@@ -41,7 +41,7 @@ install(FILES ${PROJECT_BINARY_DIR}/maploc-config.cmake ${PROJECT_BINARY_DIR}/ma
         DESTINATION ${maploc_cmake_dir})
 
 # pkg-config: the shared library; `pkg-config --static` adds what it needs privately.
-set(MAPLOC_PC_REQUIRES_PRIVATE "zlib")
+set(MAPLOC_PC_REQUIRES_PRIVATE "zlib libcrypto")
 set(MAPLOC_PC_LIBS_PRIVATE "")
 if(MAPLOC_HAVE_CUDA)
   set(MAPLOC_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart")

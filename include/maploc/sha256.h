@@ -9,10 +9,17 @@
 
 namespace maploc {
 
-/// Incremental SHA-256.
+/// Incremental SHA-256, computed by OpenSSL's libcrypto (which uses the CPU's
+/// SHA instructions where it has them); libcrypto stays out of this header.
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(Sha256&& other) noexcept;
+  Sha256& operator=(Sha256&& other) noexcept;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
   void update(std::span<const std::uint8_t> data);
   /// Finishes and returns the 32-byte digest; the object must not be updated after.
   std::array<std::uint8_t, 32> finish();
@@ -22,11 +29,7 @@ class Sha256 {
   static std::string hex(std::span<const std::uint8_t> data);
 
  private:
-  void block(const std::uint8_t* p);
-  std::array<std::uint32_t, 8> h_;
-  std::array<std::uint8_t, 64> buf_{};
-  std::size_t buf_len_ = 0;
-  std::uint64_t total_ = 0;
+  void* ctx_;  ///< libcrypto's EVP_MD_CTX
 };
 
 }  // namespace maploc

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/format.h"
+#include "cli/parallel.h"
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/torch/checkpoint.h"
@@ -66,6 +67,14 @@ int cmd_load(const Args& args) {
     if (s.device.kind != remap::Device::Kind::kMeta) total += s.nbytes;
   }
   const bool hash = args.has("hash");
+  // Every hashed tensor's sha256, computed over the host threads.
+  std::vector<std::string> sha(hash ? loaded.tensors().size() : 0);
+  const auto hashed = [&](std::size_t i) {
+    return loaded.tensors()[i].storage && loaded.device_of(i).kind != remap::Device::Kind::kMeta;
+  };
+  parallel_for(sha.size(), [&](std::size_t i) {
+    if (hashed(i)) sha[i] = loaded.tensor_sha256(i);
+  });
   if (args.has("json")) {
     nlohmann::json out = {{"file", checkpoint.path()}, {"open_seconds", open_s}, {"load_seconds", load_s},
                           {"bytes", total}};
@@ -76,9 +85,7 @@ int cmd_load(const Args& args) {
     auto& tensors = out["tensors"] = nlohmann::json::array();
     for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
       nlohmann::json t = {{"name", loaded.tensors()[i].name}, {"device", loaded.device_of(i).str()}};
-      if (hash && loaded.tensors()[i].storage && loaded.device_of(i).kind != remap::Device::Kind::kMeta) {
-        t["sha256"] = loaded.tensor_sha256(i);
-      }
+      if (hash && hashed(i)) t["sha256"] = sha[i];
       tensors.push_back(t);
     }
     std::cout << out.dump(2) << "\n";
@@ -107,8 +114,7 @@ int cmd_load(const Args& args) {
   }
   if (hash) {
     for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
-      if (!loaded.tensors()[i].storage || loaded.device_of(i).kind == remap::Device::Kind::kMeta) continue;
-      std::printf("%s  %s\n", loaded.tensor_sha256(i).c_str(), loaded.tensors()[i].name.c_str());
+      if (hashed(i)) std::printf("%s  %s\n", sha[i].c_str(), loaded.tensors()[i].name.c_str());
     }
   }
   return kExitOk;

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/parallel.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/hash.h"
@@ -89,6 +90,10 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   }
   auto& jt = out["tensors"] = json::array();
   const auto& tensors = ckpt.tensors();
+  std::vector<std::string> sha(hash ? tensors.size() : 0);
+  parallel_for(sha.size(), [&](std::size_t i) {
+    if (tensors[i].storage) sha[i] = torch::tensor_sha256(ckpt, tensors[i]);
+  });
   for (const auto& t : tensors) {
     json e = {{"name", t.name},
               {"dtype", torch::dtype_name(t.dtype)},
@@ -112,7 +117,7 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
       auto& c = e["components"] = json::object();
       for (const auto& comp : t.components) c[comp.role] = tensors[comp.tensor].name;
     }
-    if (hash) e["sha256"] = t.storage ? json(torch::tensor_sha256(ckpt, t)) : json(nullptr);
+    if (hash) e["sha256"] = t.storage ? json(sha[static_cast<std::size_t>(&t - tensors.data())]) : json(nullptr);
     jt.push_back(std::move(e));
   }
   out["unknown_globals"] = ckpt.unknown_globals();

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "maploc/sha256.h"
@@ -32,4 +33,17 @@ TEST_CASE("SHA-256 is the same fed in pieces of every size", "[support]") {
     }
     CHECK(s.finish_hex() == whole);
   }
+}
+
+TEST_CASE("SHA-256 of more known vectors, and a moved hasher", "[support]") {
+  // FIPS 180-4's 896-bit example and the common pangram.
+  CHECK(sha("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu") ==
+        "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+  CHECK(sha("The quick brown fox jumps over the lazy dog") ==
+        "d7a8fbb307d7809469ca9abcb0082e4f8d5651e46d3cdb762d02d0bf37c9e592");
+  maploc::Sha256 a;
+  a.update({reinterpret_cast<const std::uint8_t*>("ab"), 2});
+  maploc::Sha256 b = std::move(a);
+  b.update({reinterpret_cast<const std::uint8_t*>("c"), 1});
+  CHECK(b.finish_hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
