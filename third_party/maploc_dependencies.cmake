@@ -2,8 +2,9 @@
 find_package(ZLIB 1.2.11 REQUIRED)   # zlib1g-dev: inflate for deflated zip records
 find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)   # libssl-dev: SHA-256 (libcrypto's EVP), privately
 
-if(MAPLOC_BUILD_CLI OR MAPLOC_BUILD_TESTS)
-  # nlohmann-json3-dev (3.11): JSON output of the CLI and golden files in tests only.
+if(MAPLOC_BUILD_TESTS)
+  # nlohmann-json3-dev (3.11): golden files and manifests in tests only (the CLI writes its JSON
+  # with src/cli/json_writer.h).
   find_package(nlohmann_json 3.10 REQUIRED)
 endif()
 

@@ -1,11 +1,10 @@
 // cmd_convert.cpp - `maploc convert IN OUT`: torch checkpoints to safetensors and back.
 #include <cstdio>
-#include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/format.h"
+#include "cli/json_writer.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/safetensors.h"
@@ -40,8 +39,14 @@ int cmd_convert(const Args& args) {
   const std::string& out_path = args.positional[1];
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
   const std::string target = target_of(args);
-  nlohmann::json out = {{"input", checkpoint.path()}, {"input_format", torch::format_name(checkpoint.format())},
-                        {"output", out_path}, {"output_format", target}};
+  OutBuffer out(OutBuffer::Mode::kWhole);
+  JsonWriter w(out.text());
+  // Keys in byte order: data_bytes, input, input_format, [layout, notes,] output, output_format, [storages | tensors, tied].
+  const auto head = [&](std::uint64_t data_bytes) {
+    w.begin_object().field("data_bytes", data_bytes).field("input", checkpoint.path());
+    w.field("input_format", torch::format_name(checkpoint.format()));
+  };
+  const auto tail = [&] { w.field("output", out_path).field("output_format", target); };
   if (target == "safetensors") {
     torch::SafetensorsOptions options;
     options.duplicate_tied = args.has("duplicate-tied");
@@ -49,10 +54,11 @@ int cmd_convert(const Args& args) {
     ProgressBar bar(args, "converting");
     options.progress = bar.callback();
     const auto report = torch::save_safetensors(checkpoint, out_path, options);
-    out["tensors"] = report.tensors;
-    out["data_bytes"] = report.data_bytes;
-    auto& tied = out["tied"] = nlohmann::json::array();
-    for (const auto& [name, kept] : report.tied) tied.push_back({{"name", name}, {"same_as", kept}});
+    head(report.data_bytes);
+    tail();
+    w.field("tensors", report.tensors).key("tied").begin_array();
+    for (const auto& [name, kept] : report.tied) w.begin_object().field("name", name).field("same_as", kept).end_object();
+    w.end_array().end_object();
     if (!args.has("json")) {
       std::printf("wrote %s: %zu tensors, %s\n", out_path.c_str(), report.tensors,
                   human_bytes(report.data_bytes).c_str());
@@ -67,17 +73,20 @@ int cmd_convert(const Args& args) {
     ProgressBar bar(args, "converting");
     options.progress = bar.callback();
     const auto report = torch::save_archive(checkpoint, out_path, options);
-    out["storages"] = report.storages;
-    out["data_bytes"] = report.data_bytes;
-    out["layout"] = report.layout;
-    out["notes"] = report.notes;
+    head(report.data_bytes);
+    w.field("layout", report.layout).field_array("notes", report.notes);
+    tail();
+    w.field("storages", report.storages).end_object();
     if (!args.has("json")) {
       std::printf("wrote %s: %zu storages, %s (%s)\n", out_path.c_str(), report.storages,
                   human_bytes(report.data_bytes).c_str(), report.layout.c_str());
       for (const auto& note : report.notes) std::printf("note: %s\n", note.c_str());
     }
   }
-  if (args.has("json")) std::cout << out.dump(2) << "\n";
+  if (args.has("json")) {
+    out.append('\n');
+    out.finish();
+  }
   return kExitOk;
 }
 

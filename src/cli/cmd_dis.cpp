@@ -1,10 +1,12 @@
 // cmd_dis.cpp - `maploc dis`: pickletools-style disassembly of a checkpoint's pickles.
 #include <cstdio>
-#include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_writer.h"
 #include "maploc/error.h"
 #include "maploc/mapped_file.h"
 #include "maploc/pickle/disassemble.h"
@@ -30,33 +32,61 @@ std::optional<zip::Archive> as_archive(const MappedFile& file, ContentKind kind)
 }
 
 // Where disassembly goes: pickletools text on stdout, or with --json one
-// object per pickle with its opcodes, printed at the end.
+// object per pickle with its opcodes, printed whole at the end.
 class Output {
  public:
-  explicit Output(bool json) : json_(json) {}
+  explicit Output(bool json)
+      : json_(json), out_(json ? OutBuffer::Mode::kWhole : OutBuffer::Mode::kStream), doc_(out_.text()) {
+    if (json_) doc_.begin_object();
+  }
 
   // Disassembles one pickle of `stream` from options.start_offset; returns where it ends.
   std::uint64_t pickle(std::span<const std::uint8_t> stream, pickle::DisOptions options) {
-    if (!json_) return pickle::disassemble(stream, std::cout, options);
-    nlohmann::json ops = nlohmann::json::array();
+    if (!json_) return pickle::disassemble(stream, out_.stream(), options);
+    // "end" sorts before "opcodes": the opcodes gather in their own text first.
+    ops_text_.clear();
+    JsonWriter ops(ops_text_, 3);
+    ops.begin_array();
     options.on_opcode = [&](const pickle::DisLine& l) {
-      ops.push_back({{"offset", l.offset}, {"byte", l.byte}, {"name", l.name}, {"arg", l.arg},
-                     {"note", l.note}, {"depth", l.depth}});
+      ops.begin_object()
+          .field("arg", l.arg)
+          .field("byte", static_cast<unsigned>(l.byte))
+          .field("depth", l.depth)
+          .field("name", l.name)
+          .field("note", l.note)
+          .field("offset", l.offset)
+          .end_object();
     };
     std::ostream discard(nullptr);
     const std::uint64_t end = pickle::disassemble(stream, discard, options);
-    pickles_.push_back({{"stream", options.stream_name}, {"start", options.start_offset}, {"end", end},
-                        {"opcodes", std::move(ops)}});
+    ops.end_array();
+    pickles_.push_back({options.stream_name, options.start_offset, end, std::move(ops_text_)});
     return end;
   }
 
-  void finish(const std::string& file) const {
-    if (json_) std::cout << nlohmann::json{{"file", file}, {"pickles", pickles_}}.dump(2) << "\n";
+  void finish(const std::string& file) {
+    if (!json_) return;
+    doc_.field("file", file).key("pickles").begin_array();
+    for (const auto& p : pickles_) {
+      doc_.begin_object().field("end", p.end).key("opcodes").raw_value(p.opcodes);
+      doc_.field("start", p.start).field("stream", p.stream).end_object();
+    }
+    doc_.end_array().end_object();
+    out_.append('\n');
+    out_.finish();
   }
 
  private:
+  struct Pickle {
+    std::string stream;
+    std::uint64_t start, end;
+    std::string opcodes;  ///< JSON text of the opcode array
+  };
   bool json_;
-  nlohmann::json pickles_ = nlohmann::json::array();
+  OutBuffer out_;
+  JsonWriter doc_;
+  std::string ops_text_;
+  std::vector<Pickle> pickles_;
 };
 
 // One record of a zip: data.pkl unless --record names another

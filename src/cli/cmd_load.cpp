@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/format.h"
+#include "cli/json_writer.h"
 #include "cli/parallel.h"
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
@@ -76,22 +75,26 @@ int cmd_load(const Args& args) {
     if (hashed(i)) sha[i] = loaded.tensor_sha256(i);
   });
   if (args.has("json")) {
-    nlohmann::json out = {{"file", checkpoint.path()}, {"open_seconds", open_s}, {"load_seconds", load_s},
-                          {"bytes", total}};
-    auto& devices = out["devices"] = nlohmann::json::array();
+    OutBuffer out(OutBuffer::Mode::kWhole);
+    JsonWriter w(out.text());
+    w.begin_object().field("bytes", total).key("devices").begin_array();
     for (const auto& [device, row] : per_device) {
-      devices.push_back({{"device", device}, {"storages", row.first}, {"bytes", row.second}});
+      w.begin_object().field("bytes", row.second).field("device", device).field("storages", row.first).end_object();
     }
-    auto& tensors = out["tensors"] = nlohmann::json::array();
+    w.end_array().field("file", checkpoint.path()).field("load_seconds", load_s).field("open_seconds", open_s);
+    w.key("tensors").begin_array();
     for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
-      nlohmann::json t = {{"name", loaded.tensors()[i].name}, {"device", loaded.device_of(i).str()}};
-      if (hash && hashed(i)) t["sha256"] = sha[i];
-      tensors.push_back(t);
+      w.begin_object().field("device", loaded.device_of(i).str()).field("name", loaded.tensors()[i].name);
+      if (hash && hashed(i)) w.field("sha256", sha[i]);
+      w.end_object();
     }
-    std::cout << out.dump(2) << "\n";
+    w.end_array().end_object();
+    out.append('\n');
+    out.finish();
     return kExitOk;
   }
-  std::printf("%s: opened in %.2f ms, %zu tensors, %zu storages\n", checkpoint.path().c_str(), open_s * 1e3,
+  OutBuffer out(OutBuffer::Mode::kStream);
+  out.printf("%s: opened in %.2f ms, %zu tensors, %zu storages\n", checkpoint.path().c_str(), open_s * 1e3,
               loaded.tensors().size(), loaded.storages().size());
   // Read-only views of the mapping copy nothing: a rate would mean nothing,
   // unless every page was populated. (copies are writable; read-only CPU
@@ -100,21 +103,21 @@ int cmd_load(const Args& args) {
     return s.device.kind == remap::Device::Kind::kMeta || (s.device.kind == remap::Device::Kind::kCpu && !s.writable);
   });
   if (options.populate) {
-    std::printf("placed %s as file views, every page populated, in %.2f ms (%s)\n", human_bytes(total).c_str(),
+    out.printf("placed %s as file views, every page populated, in %.2f ms (%s)\n", human_bytes(total).c_str(),
                 load_s * 1e3, human_rate(total, load_s).c_str());
   } else if (views_only) {
-    std::printf("placed %s as zero-copy views of the file in %.2f ms\n", human_bytes(total).c_str(), load_s * 1e3);
+    out.printf("placed %s as zero-copy views of the file in %.2f ms\n", human_bytes(total).c_str(), load_s * 1e3);
   } else {
-    std::printf("placed %s in %.2f ms (%s)\n", human_bytes(total).c_str(), load_s * 1e3,
+    out.printf("placed %s in %.2f ms (%s)\n", human_bytes(total).c_str(), load_s * 1e3,
                 human_rate(total, load_s).c_str());
   }
   for (const auto& [device, row] : per_device) {
-    std::printf("  %-8s %6llu storages  %10s\n", device.c_str(), static_cast<unsigned long long>(row.first),
+    out.printf("  %-8s %6llu storages  %10s\n", device.c_str(), static_cast<unsigned long long>(row.first),
                 human_bytes(row.second).c_str());
   }
   if (hash) {
     for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
-      if (hashed(i)) std::printf("%s  %s\n", sha[i].c_str(), loaded.tensors()[i].name.c_str());
+      if (hashed(i)) out.printf("%s  %s\n", sha[i].c_str(), loaded.tensors()[i].name.c_str());
     }
   }
   return kExitOk;

@@ -1,13 +1,14 @@
 // cmd_ls.cpp - `maploc ls`: the tensors and storages of a checkpoint, or its zip records.
 #include <cstdio>
 #include <iostream>
+#include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/json_writer.h"
 #include "cli/parallel.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
@@ -24,34 +25,38 @@ std::string method_name(std::uint16_t method) {
 }
 
 void print_records_json(const zip::Archive& archive) {
-  nlohmann::json out;
-  out["file"] = archive.path();
-  out["prefix"] = archive.prefix();
-  out["base_offset"] = archive.base_offset();
-  auto& records = out["records"] = nlohmann::json::array();
+  OutBuffer out(OutBuffer::Mode::kWhole);
+  JsonWriter w(out.text());
+  w.begin_object().field("base_offset", archive.base_offset()).field("file", archive.path());
+  w.field("prefix", archive.prefix()).key("records").begin_array();
   for (const auto& r : archive.records()) {
-    records.push_back({{"name", r.name},
-                       {"header_offset", r.header_offset},
-                       {"data_offset", r.data_offset},
-                       {"size", r.size},
-                       {"compressed_size", r.compressed_size},
-                       {"method", method_name(r.method)},
-                       {"alignment", r.alignment()},
-                       {"crc32", r.crc32}});
+    w.begin_object()
+        .field("alignment", r.alignment())
+        .field("compressed_size", r.compressed_size)
+        .field("crc32", r.crc32)
+        .field("data_offset", r.data_offset)
+        .field("header_offset", r.header_offset)
+        .field("method", method_name(r.method))
+        .field("name", r.name)
+        .field("size", r.size)
+        .end_object();
   }
-  std::cout << out.dump(2) << "\n";
+  w.end_array().end_object();
+  out.append('\n');
+  out.finish();
 }
 
 void print_records_table(const zip::Archive& archive) {
   std::uint64_t total = 0;
   for (const auto& r : archive.records()) total += r.size;
-  std::printf("%s: zip archive, prefix '%s', %zu records, %llu bytes of data\n", archive.path().c_str(),
-              archive.prefix().c_str(), archive.records().size(), static_cast<unsigned long long>(total));
-  std::printf("  %12s  %12s  %5s  %-8s  %s\n", "offset", "size", "align", "method", "record");
+  OutBuffer out(OutBuffer::Mode::kStream);
+  out.printf("%s: zip archive, prefix '%s', %zu records, %llu bytes of data\n", archive.path().c_str(),
+             archive.prefix().c_str(), archive.records().size(), static_cast<unsigned long long>(total));
+  out.printf("  %12s  %12s  %5s  %-8s  %s\n", "offset", "size", "align", "method", "record");
   for (const auto& r : archive.records()) {
-    std::printf("  %12llu  %12llu  %5llu  %-8s  %s\n", static_cast<unsigned long long>(r.data_offset),
-                static_cast<unsigned long long>(r.size), static_cast<unsigned long long>(r.alignment()),
-                method_name(r.method).c_str(), r.name.c_str());
+    out.printf("  %12llu  %12llu  %5llu  %-8s  %s\n", static_cast<unsigned long long>(r.data_offset),
+               static_cast<unsigned long long>(r.size), static_cast<unsigned long long>(r.alignment()),
+               method_name(r.method).c_str(), r.name.c_str());
   }
 }
 
@@ -66,63 +71,83 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 std::uint64_t tensor_bytes(const torch::Tensor& t) { return t.numel() * torch::element_size(t.dtype); }
 
 void print_json(const torch::Checkpoint& ckpt, bool hash) {
-  using nlohmann::json;
   const auto& storages = ckpt.storages();
-  json out;
-  out["file"] = ckpt.path();
-  out["format"] = torch::format_name(ckpt.format());
-  out["byteorder"] = torch::byteorder_name(ckpt.byteorder());
-  out["pickle_protocol"] = ckpt.pickle_protocol();
-  auto& js = out["storages"] = json::array();
-  for (const auto& s : storages) {
-    json e = {{"key", s.key},
-              {"dtype", torch::dtype_name(s.dtype)},
-                  {"numel", s.numel},
-                  {"nbytes", s.nbytes},
-                  {"location", s.location},
-                  {"record", s.record},
-                  {"offset", s.file_offset}};
-    if (s.view_of) {
-      e["view_of"] = storages[*s.view_of].key;
-      e["view_offset"] = s.view_offset;
-    }
-    js.push_back(std::move(e));
-  }
-  auto& jt = out["tensors"] = json::array();
   const auto& tensors = ckpt.tensors();
   std::vector<std::string> sha(hash ? tensors.size() : 0);
   parallel_for(sha.size(), [&](std::size_t i) {
     if (tensors[i].storage) sha[i] = torch::tensor_sha256(ckpt, tensors[i]);
   });
-  for (const auto& t : tensors) {
-    json e = {{"name", t.name},
-              {"dtype", torch::dtype_name(t.dtype)},
-              {"shape", t.shape},
-              {"stride", t.stride},
-              {"storage_offset", t.storage_offset},
-              {"storage", t.storage ? json(storages[*t.storage].key) : json(nullptr)},
-              {"requires_grad", t.requires_grad},
-              {"kind", torch::tensor_kind_name(t.kind)}};
-    if (t.storage) e["location"] = storages[*t.storage].location;
-    if (!t.device.empty()) e["device"] = t.device;
-    if (t.parameter) e["parameter"] = true;
-    if (t.conj) e["conj"] = true;
-    if (t.neg) e["neg"] = true;
-    if (!t.subclass.empty()) e["subclass"] = t.subclass;
-    if (t.quantizer) {
-      e["quantizer"] = {{"qscheme", t.quantizer->qscheme}, {"scale", t.quantizer->scale},
-                        {"zero_point", t.quantizer->zero_point}, {"axis", t.quantizer->axis}};
-    }
-    if (!t.components.empty()) {
-      auto& c = e["components"] = json::object();
-      for (const auto& comp : t.components) c[comp.role] = tensors[comp.tensor].name;
-    }
-    if (hash) e["sha256"] = t.storage ? json(sha[static_cast<std::size_t>(&t - tensors.data())]) : json(nullptr);
-    jt.push_back(std::move(e));
+  OutBuffer out(OutBuffer::Mode::kWhole);
+  JsonWriter w(out.text());
+  // Keys in byte order, as the JSON has always listed them.
+  w.begin_object()
+      .field("byteorder", torch::byteorder_name(ckpt.byteorder()))
+      .field("file", ckpt.path())
+      .field("format", torch::format_name(ckpt.format()))
+      .field("pickle_protocol", ckpt.pickle_protocol());
+  w.key("storages").begin_array();
+  for (const auto& s : storages) {
+    w.begin_object()
+        .field("dtype", torch::dtype_name(s.dtype))
+        .field("key", s.key)
+        .field("location", s.location)
+        .field("nbytes", s.nbytes)
+        .field("numel", s.numel)
+        .field("offset", s.file_offset)
+        .field("record", s.record);
+    if (s.view_of) w.field("view_of", storages[*s.view_of].key).field("view_offset", s.view_offset);
+    w.end_object();
   }
-  out["unknown_globals"] = ckpt.unknown_globals();
-  out["version_hints"] = ckpt.version_hints();
-  std::cout << out.dump(2) << "\n";
+  w.end_array().key("tensors").begin_array();
+  std::vector<std::pair<std::string_view, std::size_t>> roles;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    w.begin_object();
+    if (!t.components.empty()) {
+      // By role; a role listed twice keeps its last tensor.
+      roles.clear();
+      for (const auto& comp : t.components) roles.emplace_back(comp.role, comp.tensor);
+      std::stable_sort(roles.begin(), roles.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      w.key("components").begin_object();
+      for (std::size_t r = 0; r < roles.size(); ++r) {
+        if (r + 1 < roles.size() && roles[r + 1].first == roles[r].first) continue;
+        w.field(roles[r].first, tensors[roles[r].second].name);
+      }
+      w.end_object();
+    }
+    if (t.conj) w.field("conj", true);
+    if (!t.device.empty()) w.field("device", t.device);
+    w.field("dtype", torch::dtype_name(t.dtype)).field("kind", torch::tensor_kind_name(t.kind));
+    if (t.storage) w.field("location", storages[*t.storage].location);
+    w.field("name", t.name);
+    if (t.neg) w.field("neg", true);
+    if (t.parameter) w.field("parameter", true);
+    if (t.quantizer) {
+      w.key("quantizer")
+          .begin_object()
+          .field("axis", t.quantizer->axis)
+          .field("qscheme", t.quantizer->qscheme)
+          .field("scale", t.quantizer->scale)
+          .field("zero_point", t.quantizer->zero_point)
+          .end_object();
+    }
+    w.field("requires_grad", t.requires_grad);
+    if (hash) {
+      w.key("sha256");
+      if (t.storage) w.value(sha[i]); else w.null();
+    }
+    w.field_array("shape", t.shape);
+    w.key("storage");
+    if (t.storage) w.value(storages[*t.storage].key); else w.null();
+    w.field("storage_offset", t.storage_offset).field_array("stride", t.stride);
+    if (!t.subclass.empty()) w.field("subclass", t.subclass);
+    w.end_object();
+  }
+  w.end_array();
+  w.field_array("unknown_globals", ckpt.unknown_globals()).field_array("version_hints", ckpt.version_hints());
+  w.end_object();
+  out.append('\n');
+  out.finish();
 }
 
 void print_table(const torch::Checkpoint& ckpt) {
@@ -160,8 +185,9 @@ void print_table(const torch::Checkpoint& ckpt) {
     w[3] = std::max(w[3], r.location.size());
     w[4] = std::max(w[4], r.bytes.size());
   }
+  OutBuffer out(OutBuffer::Mode::kStream);
   for (const auto& r : rows) {
-    std::printf("%-*s  %-*s  %-*s  %-*s  %*s  %s\n", static_cast<int>(w[0]), r.name.c_str(), static_cast<int>(w[1]),
+    out.printf("%-*s  %-*s  %-*s  %-*s  %*s  %s\n", static_cast<int>(w[0]), r.name.c_str(), static_cast<int>(w[1]),
                 r.dtype.c_str(), static_cast<int>(w[2]), r.shape.c_str(), static_cast<int>(w[3]), r.location.c_str(),
                 static_cast<int>(w[4]), r.bytes.c_str(), r.storage.c_str());
   }
@@ -172,20 +198,20 @@ void print_table(const torch::Checkpoint& ckpt) {
     per_location[s.location] += s.nbytes;
     total += s.nbytes;
   }
-  std::printf("\n%zu tensors, %zu storages, %s (%llu bytes)\n", tensors.size(), storages.size(),
+  out.printf("\n%zu tensors, %zu storages, %s (%llu bytes)\n", tensors.size(), storages.size(),
               human_bytes(total).c_str(), static_cast<unsigned long long>(total));
   for (const auto& [loc, n] : per_location) {
-    std::printf("  %-12s %s (%llu bytes)\n", loc.c_str(), human_bytes(n).c_str(), static_cast<unsigned long long>(n));
+    out.printf("  %-12s %s (%llu bytes)\n", loc.c_str(), human_bytes(n).c_str(), static_cast<unsigned long long>(n));
   }
-  std::printf("format: %s, byteorder %s%s, pickle protocol %d\n", std::string(torch::format_name(ckpt.format())).c_str(),
+  out.printf("format: %s, byteorder %s%s, pickle protocol %d\n", std::string(torch::format_name(ckpt.format())).c_str(),
               std::string(torch::byteorder_name(ckpt.byteorder())).c_str(),
               ckpt.has_byteorder_record() ? " (record)" : "", ckpt.pickle_protocol());
-  for (const auto& h : ckpt.version_hints()) std::printf("  %s\n", h.c_str());
+  for (const auto& h : ckpt.version_hints()) out.printf("  %s\n", h.c_str());
   if (ckpt.unknown_globals().empty()) {
-    std::printf("unknown globals: none\n");
+    out.printf("unknown globals: none\n");
   } else {
-    std::printf("unknown globals (not on torch's weights_only allowlist):\n");
-    for (const auto& g : ckpt.unknown_globals()) std::printf("  %s\n", g.c_str());
+    out.printf("unknown globals (not on torch's weights_only allowlist):\n");
+    for (const auto& g : ckpt.unknown_globals()) out.printf("  %s\n", g.c_str());
   }
 }
 

@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/format.h"
+#include "cli/json_writer.h"
 #include "maploc/error.h"
 #include "maploc/remap/map_location.h"
 #include "maploc/torch/checkpoint.h"
@@ -88,13 +88,24 @@ int cmd_remap(const Args& args) {
     ++changes[{from, to}];
   }
   if (args.has("json")) {
-    nlohmann::json out = {{"input", checkpoint.path()}, {"input_format", torch::format_name(checkpoint.format())},
-                          {"output", args.positional[1]}, {"layout", report.layout},
-                          {"storages", report.storages}, {"data_bytes", report.data_bytes},
-                          {"notes", report.notes}};
-    auto& tags = out["tags"] = nlohmann::json::array();
-    for (const auto& [ft, n] : changes) tags.push_back({{"from", ft.first}, {"to", ft.second}, {"storages", n}});
-    std::cout << out.dump(2) << "\n";
+    OutBuffer out(OutBuffer::Mode::kWhole);
+    JsonWriter w(out.text());
+    w.begin_object()
+        .field("data_bytes", report.data_bytes)
+        .field("input", checkpoint.path())
+        .field("input_format", torch::format_name(checkpoint.format()))
+        .field("layout", report.layout)
+        .field_array("notes", report.notes)
+        .field("output", args.positional[1])
+        .field("storages", report.storages)
+        .key("tags")
+        .begin_array();
+    for (const auto& [ft, n] : changes) {
+      w.begin_object().field("from", ft.first).field("storages", n).field("to", ft.second).end_object();
+    }
+    w.end_array().end_object();
+    out.append('\n');
+    out.finish();
     return kExitOk;
   }
   std::printf("wrote %s: %zu storages, %s (%s input: %s)\n", args.positional[1].c_str(), report.storages,

@@ -1,9 +1,7 @@
 // cmd_verify.cpp - `maploc verify FILE`: is this checkpoint whole and consistent? Exit 0 only if so.
-#include <cstdio>
-#include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_writer.h"
 #include "maploc/error.h"
 #include "maploc/torch/verify.h"
 
@@ -15,14 +13,24 @@ int cmd_verify(const Args& args) {
   }
   const auto r = torch::verify(args.positional[0], limits_of(args));
   if (args.has("json")) {
-    nlohmann::json out = {{"file", r.path}, {"format", r.format}, {"ok", r.ok()}, {"checks", r.checks},
-                          {"problems", r.problems}, {"warnings", r.warnings}};
-    std::cout << out.dump(2) << "\n";
+    OutBuffer out(OutBuffer::Mode::kWhole);
+    JsonWriter(out.text())
+        .begin_object()
+        .field_array("checks", r.checks)
+        .field("file", r.path)
+        .field("format", r.format)
+        .field("ok", r.ok())
+        .field_array("problems", r.problems)
+        .field_array("warnings", r.warnings)
+        .end_object();
+    out.append('\n');
+    out.finish();
   } else {
-    std::printf("%s: %s (%s)\n", r.path.c_str(), r.ok() ? "OK" : "BROKEN", r.format.c_str());
-    for (const auto& c : r.checks) std::printf("  ok       %s\n", c.c_str());
-    for (const auto& w : r.warnings) std::printf("  warning  %s\n", w.c_str());
-    for (const auto& p : r.problems) std::printf("  problem  %s\n", p.c_str());
+    OutBuffer out(OutBuffer::Mode::kStream);
+    out.printf("%s: %s (%s)\n", r.path.c_str(), r.ok() ? "OK" : "BROKEN", r.format.c_str());
+    for (const auto& c : r.checks) out.printf("  ok       %s\n", c.c_str());
+    for (const auto& w : r.warnings) out.printf("  warning  %s\n", w.c_str());
+    for (const auto& p : r.problems) out.printf("  problem  %s\n", p.c_str());
   }
   return r.ok() ? kExitOk : kExitBadFile;
 }

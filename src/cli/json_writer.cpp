@@ -1,0 +1,340 @@
+// json_writer.cpp - stdout gathered in one buffer; JSON written into it as nlohmann's dump(2) would.
+#include "cli/json_writer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace maploc::cli {
+namespace {
+
+// The std::streambuf behind OutBuffer::stream().
+class AppendBuf : public std::streambuf {
+ public:
+  explicit AppendBuf(OutBuffer& out) : out_(out) {}
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (ch != traits_type::eof()) out_.append(static_cast<char>(ch));
+    return ch;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    out_.append(std::string_view(s, static_cast<std::size_t>(n)));
+    return n;
+  }
+
+ private:
+  OutBuffer& out_;
+};
+
+void write_all(const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(STDOUT_FILENO, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // a closed or full stdout: as with std::cout, nothing more to do
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629), or 0.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  std::size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+// nlohmann's exponent: sign always, at least two digits.
+void append_exponent(std::string& out, int e) {
+  out += e < 0 ? '-' : '+';
+  e = std::abs(e);
+  if (e < 10) out += '0';
+  out += std::to_string(e);
+}
+
+}  // namespace
+
+// ---- OutBuffer -------------------------------------------------------------------------
+
+OutBuffer::OutBuffer(Mode mode) : mode_(mode) { buf_.reserve(std::size_t{1} << 20); }
+
+OutBuffer::~OutBuffer() {
+  if (mode_ == Mode::kStream) finish();
+}
+
+void OutBuffer::printf(const char* format, ...) {
+  const std::size_t at = buf_.size();
+  std::va_list ap;
+  va_start(ap, format);
+  std::va_list again;
+  va_copy(again, ap);
+  buf_.resize(at + 256);
+  const int n = std::vsnprintf(buf_.data() + at, 256, format, ap);
+  va_end(ap);
+  if (n < 0) {
+    buf_.resize(at);
+    va_end(again);
+    return;
+  }
+  if (n >= 256) {
+    buf_.resize(at + static_cast<std::size_t>(n) + 1);
+    std::vsnprintf(buf_.data() + at, static_cast<std::size_t>(n) + 1, format, again);
+  }
+  va_end(again);
+  buf_.resize(at + static_cast<std::size_t>(n));
+  spill();
+}
+
+std::ostream& OutBuffer::stream() {
+  if (!stream_) {
+    sbuf_ = std::make_unique<AppendBuf>(*this);
+    stream_ = std::make_unique<std::ostream>(sbuf_.get());
+  }
+  return *stream_;
+}
+
+void OutBuffer::finish() {
+  std::fflush(stdout);
+  write_all(buf_.data(), buf_.size());
+  buf_.clear();
+}
+
+// ---- JsonWriter ------------------------------------------------------------------------
+
+void JsonWriter::newline_indent(std::size_t depth) {
+  out_ += '\n';
+  out_.append(2 * depth, ' ');
+}
+
+void JsonWriter::before_value() {
+  if (levels_.empty()) return;
+  Level& top = levels_.back();
+  if (top.object) {
+    if (!after_key_) throw std::logic_error("JsonWriter: a value in an object needs its key first");
+    after_key_ = false;
+    return;
+  }
+  if (top.count++ > 0) out_ += ',';
+  newline_indent(base_ + levels_.size());
+}
+
+JsonWriter& JsonWriter::key(std::string_view k) {
+  if (levels_.empty() || !levels_.back().object || after_key_) {
+    throw std::logic_error("JsonWriter: a key outside an object, or two keys in a row");
+  }
+  Level& top = levels_.back();
+  if (top.count > 0 && !(top.last_key < k)) {
+    throw std::logic_error("JsonWriter: key '" + std::string(k) + "' after '" + top.last_key +
+                           "': keys go in byte order, each once");
+  }
+  if (top.count++ > 0) out_ += ',';
+  newline_indent(base_ + levels_.size());
+  append_string(out_, k);
+  out_ += ": ";
+  top.last_key.assign(k);
+  after_key_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::begin_object() {
+  before_value();
+  out_ += '{';
+  levels_.push_back({true, 0, {}});
+  return *this;
+}
+
+JsonWriter& JsonWriter::begin_array() {
+  before_value();
+  out_ += '[';
+  levels_.push_back({false, 0, {}});
+  return *this;
+}
+
+void JsonWriter::close(bool object, char bracket) {
+  if (levels_.empty() || levels_.back().object != object || after_key_) {
+    throw std::logic_error("JsonWriter: end_object/end_array does not match what is open");
+  }
+  const bool empty = levels_.back().count == 0;
+  levels_.pop_back();
+  if (!empty) newline_indent(base_ + levels_.size());
+  out_ += bracket;
+}
+
+JsonWriter& JsonWriter::end_object() {
+  close(true, '}');
+  return *this;
+}
+
+JsonWriter& JsonWriter::end_array() {
+  close(false, ']');
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(std::string_view s) {
+  before_value();
+  append_string(out_, s);
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(bool b) {
+  before_value();
+  out_ += b ? "true" : "false";
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(double d) {
+  before_value();
+  append_double(out_, d);
+  return *this;
+}
+
+JsonWriter& JsonWriter::signed_value(std::int64_t v) {
+  before_value();
+  char buf[24];
+  out_.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+  return *this;
+}
+
+JsonWriter& JsonWriter::unsigned_value(std::uint64_t v) {
+  before_value();
+  char buf[24];
+  out_.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));
+  return *this;
+}
+
+JsonWriter& JsonWriter::null() {
+  before_value();
+  out_ += "null";
+  return *this;
+}
+
+JsonWriter& JsonWriter::raw_value(std::string_view json) {
+  before_value();
+  out_ += json;
+  return *this;
+}
+
+void JsonWriter::append_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  std::size_t i = 0;
+  while (i < s.size()) {
+    // Runs of printable ASCII go in one append.
+    std::size_t j = i;
+    while (j < s.size()) {
+      const auto c = static_cast<unsigned char>(s[j]);
+      if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
+      ++j;
+    }
+    out.append(s.data() + i, j - i);
+    i = j;
+    if (i == s.size()) break;
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const std::size_t n = utf8_length(s, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";  // U+FFFD, as nlohmann's "replace" handler writes it
+        ++i;
+      } else {
+        out.append(s.data() + i, n);
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+    }
+    ++i;
+  }
+  out += '"';
+}
+
+void JsonWriter::append_double(std::string& out, double d) {
+  if (!std::isfinite(d)) {
+    out += "null";
+    return;
+  }
+  if (std::signbit(d)) {
+    out += '-';
+    d = -d;
+  }
+  if (d == 0) {
+    out += "0.0";
+    return;
+  }
+  // Shortest round-trip digits and their exponent, then nlohmann's layout
+  // (format_buffer: fixed notation for decimal exponents -4 < n <= 15).
+  char sci[32];
+  const auto res = std::to_chars(sci, sci + sizeof sci, d, std::chars_format::scientific);
+  const std::string_view text(sci, static_cast<std::size_t>(res.ptr - sci));
+  const std::size_t e_at = text.find('e');
+  std::string digits;
+  for (std::size_t k = 0; k < e_at; ++k) {
+    if (text[k] != '.') digits += text[k];
+  }
+  int exp10 = 0;
+  std::from_chars(text.data() + e_at + (text[e_at + 1] == '+' ? 2 : 1), text.data() + text.size(), exp10);
+  const int k = static_cast<int>(digits.size());
+  const int n = exp10 + 1;  // the decimal point's position after the first n digits
+  constexpr int kMinExp = -4;
+  constexpr int kMaxExp = 15;
+  if (k <= n && n <= kMaxExp) {
+    out += digits;
+    out.append(static_cast<std::size_t>(n - k), '0');
+    out += ".0";
+  } else if (0 < n && n <= kMaxExp) {
+    out.append(digits, 0, static_cast<std::size_t>(n));
+    out += '.';
+    out.append(digits, static_cast<std::size_t>(n));
+  } else if (kMinExp < n && n <= 0) {
+    out += "0.";
+    out.append(static_cast<std::size_t>(-n), '0');
+    out += digits;
+  } else {
+    out += digits[0];
+    if (k > 1) {
+      out += '.';
+      out.append(digits, 1);
+    }
+    out += 'e';
+    append_exponent(out, n - 1);
+  }
+}
+
+}  // namespace maploc::cli
