@@ -37,7 +37,7 @@ int cmd_convert(const Args& args) {
                 "usage: maploc convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]");
   }
   const std::string& out_path = args.positional[1];
-  const auto checkpoint = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
+  const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   const std::string target = target_of(args);
   OutBuffer out(OutBuffer::Mode::kWhole);
   JsonWriter w(out.text());

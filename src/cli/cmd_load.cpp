@@ -49,7 +49,7 @@ int cmd_load(const Args& args) {
   options.cuda.arena = args.has("arena");
 
   const auto t0 = std::chrono::steady_clock::now();
-  const auto checkpoint = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
+  const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   const double open_s = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   ProgressBar bar(args, "loading");

@@ -80,16 +80,33 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   OutBuffer out(OutBuffer::Mode::kWhole);
   JsonWriter w(out.text());
   // Keys in byte order, as the JSON has always listed them.
-  w.begin_object()
-      .field("byteorder", torch::byteorder_name(ckpt.byteorder()))
-      .field("file", ckpt.path())
-      .field("format", torch::format_name(ckpt.format()))
-      .field("pickle_protocol", ckpt.pickle_protocol());
+  const bool set = ckpt.format() == torch::Format::kSet;
+  w.begin_object().field("byteorder", torch::byteorder_name(ckpt.byteorder())).field("file", ckpt.path());
+  if (set) {  // docs/cli-ls.md: a sharded set's files and index metadata
+    w.key("files").begin_array();
+    for (const auto& m : ckpt.members()) {
+      w.begin_object()
+          .field("bytes", m.file_bytes)
+          .field("format", torch::format_name(m.format))
+          .field("path", m.path)
+          .field("storages", m.storage_count)
+          .field("tensors", m.tensor_count)
+          .end_object();
+    }
+    w.end_array();
+  }
+  w.field("format", torch::format_name(ckpt.format()));
+  if (set) {
+    w.key("metadata").begin_object();
+    for (const auto& [k, v] : ckpt.metadata()) w.field(k, v);
+    w.end_object();
+  }
+  w.field("pickle_protocol", ckpt.pickle_protocol());
   w.key("storages").begin_array();
   for (const auto& s : storages) {
-    w.begin_object()
-        .field("dtype", torch::dtype_name(s.dtype))
-        .field("key", s.key)
+    w.begin_object().field("dtype", torch::dtype_name(s.dtype));
+    if (set) w.field("file", ckpt.members()[ckpt.member_of_storage(static_cast<std::size_t>(&s - storages.data()))].path);
+    w.field("key", s.key)
         .field("location", s.location)
         .field("nbytes", s.nbytes)
         .field("numel", s.numel)
@@ -168,7 +185,9 @@ void print_table(const torch::Checkpoint& ckpt) {
       const auto& s = storages[*t.storage];
       r.location = s.location;
       r.bytes = std::to_string(tensor_bytes(t));
-      r.storage = s.key + (users[*t.storage] > 1 ? " (shared by " + std::to_string(users[*t.storage]) + ")" : "");
+      const std::string file =
+          ckpt.format() == torch::Format::kSet ? std::to_string(ckpt.member_of_storage(*t.storage) + 1) + ":" : "";
+      r.storage = file + s.key + (users[*t.storage] > 1 ? " (shared by " + std::to_string(users[*t.storage]) + ")" : "");
     } else {
       r.location = t.device.empty() ? "-" : t.device;
       r.bytes = "-";
@@ -207,6 +226,14 @@ void print_table(const torch::Checkpoint& ckpt) {
               std::string(torch::byteorder_name(ckpt.byteorder())).c_str(),
               ckpt.has_byteorder_record() ? " (record)" : "", ckpt.pickle_protocol());
   for (const auto& h : ckpt.version_hints()) out.printf("  %s\n", h.c_str());
+  for (std::size_t m = 0; m < ckpt.members().size(); ++m) {  // STORAGE says FILE:KEY for sets
+    const auto& f = ckpt.members()[m];
+    out.printf("  file %zu: %s (%s, %zu tensors)\n", m + 1, f.path.c_str(),
+                std::string(torch::format_name(f.format)).c_str(), f.tensor_count);
+  }
+  for (const auto& [k, v] : ckpt.metadata()) {
+    if (ckpt.format() == torch::Format::kSet) out.printf("  index metadata %s: %s (not trusted)\n", k.c_str(), v.c_str());
+  }
   if (ckpt.unknown_globals().empty()) {
     out.printf("unknown globals: none\n");
   } else {
@@ -230,7 +257,7 @@ int cmd_ls(const Args& args) {
     }
     return kExitOk;
   }
-  const auto ckpt = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
+  const auto ckpt = torch::Checkpoint::open(args.positional[0], open_options(args));
   if (args.has("json")) {
     print_json(ckpt, args.has("hash"));
   } else {

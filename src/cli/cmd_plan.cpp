@@ -64,7 +64,7 @@ int cmd_plan(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc plan FILE [--map-location SPEC] [--json]");
   }
-  const auto checkpoint = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
+  const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   const auto plan = remap::make_plan(checkpoint, map_location_of(args), remap::DeviceInventory::probe());
   if (args.has("json")) {
     print_plan_json(checkpoint, plan);

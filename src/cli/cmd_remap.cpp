@@ -74,7 +74,7 @@ int cmd_remap(const Args& args) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc remap IN OUT --map-location SPEC [--json]");
   }
   const auto map = map_location_of(args);
-  const auto checkpoint = torch::Checkpoint::open(args.positional[0], {limits_of(args)});
+  const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   torch::ArchiveOptions options;
   options.locations = rewritten_tags(checkpoint, map);
   ProgressBar bar(args, "remapping");

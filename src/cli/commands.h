@@ -6,6 +6,7 @@
 
 #include "maploc/limits.h"
 #include "maploc/remap/map_location.h"
+#include "maploc/torch/checkpoint.h"
 
 namespace maploc::cli {
 
@@ -50,6 +51,10 @@ int cmd_verify(const Args& args);
 /// Limits with every `--limit FIELD=N` applied (FIELD as in Limits::FIELD);
 /// raises kInvalidArgument for an unknown field or a bad number.
 Limits limits_of(const Args& args);
+
+/// How the subcommands open checkpoints: limits_of(args), and non-fatal
+/// oddities (a tensor a set's index does not name, ...) printed to stderr.
+torch::Options open_options(const Args& args);
 
 /// The --map-location option (none when absent).
 remap::MapLocation map_location_of(const Args& args);

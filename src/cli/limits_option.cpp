@@ -1,4 +1,5 @@
 // limits_option.cpp - `--limit FIELD=N`: raising a maploc::Limits field from the command line.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -58,6 +59,15 @@ Limits limits_of(const Args& args) {
     if (!found) bad("names no limit: '" + field + "'");
   }
   return limits;
+}
+
+torch::Options open_options(const Args& args) {
+  torch::Options o;
+  o.limits = limits_of(args);
+  o.diagnostics = [](std::string_view m) {
+    std::fprintf(stderr, "maploc: warning: %.*s\n", static_cast<int>(m.size()), m.data());
+  };
+  return o;
 }
 
 }  // namespace maploc::cli

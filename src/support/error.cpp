@@ -89,6 +89,7 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kTorchStorageConflict, "kTorchStorageConflict"},
     {ErrorCode::kTorchBadSafetensors, "kTorchBadSafetensors"},
     {ErrorCode::kTorchNotConvertible, "kTorchNotConvertible"},
+    {ErrorCode::kTorchBadSet, "kTorchBadSet"},
     {ErrorCode::kRemapCudaUnavailable, "kRemapCudaUnavailable"},
     {ErrorCode::kRemapNoSuchDevice, "kRemapNoSuchDevice"},
     {ErrorCode::kRemapUnknownTag, "kRemapUnknownTag"},

@@ -94,6 +94,7 @@ std::string_view format_name(Format format) noexcept {
     case Format::kTar: return "tar";
     case Format::kTorchScript: return "torchscript";
     case Format::kSafetensors: return "safetensors";
+    case Format::kSet: return "set";
   }
   return "zip";
 }
@@ -106,7 +107,13 @@ Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 Checkpoint::~Checkpoint() = default;
 
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const Options& options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Checkpoint(read_set_directory(path, options));
   return from_file(MappedFile::open(path), options);
+}
+
+Checkpoint Checkpoint::open_set(const std::vector<std::filesystem::path>& files, const Options& options) {
+  return Checkpoint(read_set_files(files, options));
 }
 
 Checkpoint Checkpoint::from_file(MappedFile file, const Options& options) {
@@ -114,6 +121,10 @@ Checkpoint Checkpoint::from_file(MappedFile file, const Options& options) {
   st->path = file.path;
   st->file = std::move(file);
   st->options = options;
+  if (looks_like_json(st->file.bytes)) {
+    read_set_index(*st);
+    return Checkpoint(std::move(st));
+  }
   read_any(*st);
   if (st->format != Format::kSafetensors) interpret(*st);
   validate(*st);
@@ -165,6 +176,16 @@ Checkpoint::PickleSpan Checkpoint::object_pickle() const {
               std::nullopt, st.path);
 }
 
+const std::vector<SetMember>& Checkpoint::members() const noexcept { return state_->member_info; }
+
+std::size_t Checkpoint::member_of_storage(std::size_t storage_index) const {
+  if (storage_index >= state_->storage_member.size()) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kTorch,
+                "storage index " + std::to_string(storage_index) + " is not a set member's", std::nullopt, state_->path);
+  }
+  return state_->storage_member[storage_index];
+}
+
 std::optional<std::size_t> Checkpoint::storage_of_handle(std::uint64_t handle) const noexcept {
   if (handle >= state_->refs.size()) return std::nullopt;
   return state_->refs[handle].storage;
@@ -174,6 +195,9 @@ Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
   if (storage_index >= state_->storages.size()) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kTorch,
                 "storage index " + std::to_string(storage_index) + " out of range", std::nullopt, state_->path);
+  }
+  if (!state_->members.empty()) {
+    return state_->members[state_->storage_member[storage_index]].storage_bytes(state_->storage_local[storage_index]);
   }
   const Storage& s = state_->storages[storage_index];
   if (!state_->archive) return state_->stream_bytes[storage_index];

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <functional>
 #include <optional>
 #include <string>
@@ -57,6 +59,13 @@ struct Checkpoint::State {
   /// Safetensors `__metadata__`, in file order.
   std::vector<std::pair<std::string, std::string>> metadata;
 
+  /// kSet: the member checkpoints (they own their mappings and trees), what the
+  /// API reports of each, and where each storage of the set comes from.
+  std::vector<Checkpoint> members;
+  std::vector<SetMember> member_info;
+  std::vector<std::uint32_t> storage_member;  ///< per storage: index into members
+  std::vector<std::size_t> storage_local;     ///< per storage: its index in that member
+
   std::vector<pickle::Result> results;  ///< keeps every pickle tree alive
   pickle::Value root;
   pickle::Value constants_root;
@@ -77,6 +86,20 @@ void read_legacy(Checkpoint::State& state);
 void read_tar(Checkpoint::State& state);
 /// Safetensors fills tensors too (one dense tensor per storage); no pickle.
 void read_safetensors(Checkpoint::State& state);
+
+/// Sets (checkpoint_set.cpp). The first non-blank byte is '{' (an index file, or other JSON).
+bool looks_like_json(const Bytes& bytes) noexcept;
+/// An index file's set (state.file is the index; its directory holds the shards).
+void read_set_index(Checkpoint::State& state);
+/// The set an index in `dir` describes: the one `*.index.json` there.
+std::unique_ptr<Checkpoint::State> read_set_directory(const std::filesystem::path& dir, const Options& options);
+/// A set of files with no index: every tensor of each file, no name twice.
+std::unique_ptr<Checkpoint::State> read_set_files(const std::vector<std::filesystem::path>& files,
+                                                  const Options& options);
+/// The files a set's index names, joined with its directory, in set order
+/// (for verify, which checks each file even when the set does not open).
+/// `index_or_dir` is an index file or a directory holding one.
+std::vector<std::filesystem::path> set_files(const std::filesystem::path& index_or_dir);
 
 /// Walks root (and constants_root) into State::tensors (interpret.cpp).
 void interpret(Checkpoint::State& state);

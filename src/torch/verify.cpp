@@ -8,6 +8,7 @@
 #include "maploc/sniff.h"
 #include "maploc/zip/crc32.h"
 #include "support/little_endian.h"
+#include "torch/state.h"
 #include "torch/storage_table.h"
 
 namespace maploc::torch {
@@ -110,12 +111,58 @@ void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& lim
   }
 }
 
+// A set: every file the index names checked on its own, then the set as one
+// (the weight_map against the files' tensors).
+VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits) {
+  VerifyReport r;
+  r.path = path.string();
+  r.format = "set";
+  std::vector<std::filesystem::path> files;
+  try {
+    files = set_files(path);
+  } catch (const Error& e) {
+    r.problems.push_back(e.message());
+    return r;
+  }
+  for (const auto& f : files) {
+    std::error_code ec;
+    if (!std::filesystem::exists(f, ec)) continue;  // the set check below names it
+    const VerifyReport m = verify(f, limits);
+    const std::string name = f.filename().string() + ": ";
+    for (const auto& c : m.checks) r.checks.push_back(name + c);
+    for (const auto& p : m.problems) r.problems.push_back(name + p);
+    for (const auto& w : m.warnings) r.warnings.push_back(name + w);
+  }
+  Options o;
+  o.limits = limits;
+  o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
+  try {
+    const Checkpoint c = Checkpoint::open(path, o);
+    r.checks.push_back("the index's weight_map: " + std::to_string(c.tensors().size()) + " tensors, each once, in " +
+                       std::to_string(c.members().size()) + " files that hold them");
+    std::uint64_t bytes = 0;
+    for (const Storage& s : c.storages()) bytes += s.view_of ? 0 : s.nbytes;
+    for (const auto& [key, value] : c.metadata()) {
+      if (key == "total_size") {
+        r.checks.push_back("metadata total_size " + value + " (reported, not trusted; the tensors' storages hold " +
+                           std::to_string(bytes) + " bytes)");
+      }
+    }
+  } catch (const Error& e) {
+    r.problems.push_back(e.message() + (e.item().empty() ? "" : " ('" + e.item() + "')"));
+  }
+  return r;
+}
+
 }  // namespace
 
 VerifyReport verify(const std::filesystem::path& path, const Limits& limits) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return verify_set(path, limits);
   VerifyReport r;
   r.path = path.string();
   const MappedFile file = MappedFile::open(path);
+  if (looks_like_json(file.bytes)) return verify_set(path, limits);
   const auto head = file.bytes.span().first(std::min<std::size_t>(file.bytes.size(), 512));
   const ContentKind kind = sniff_content(head);
   r.format = describe_content(kind);

@@ -272,7 +272,8 @@ ArchiveReport write_archive(const Checkpoint& checkpoint, const zip::Sink& sink,
     case Format::kLegacy: write_legacy_layout(checkpoint, options, zw, report); break;
     case Format::kTorchScript:
     case Format::kTar:
-    case Format::kSafetensors: write_dict_layout(checkpoint, options, zw, report); break;
+    case Format::kSafetensors:
+    case Format::kSet: write_dict_layout(checkpoint, options, zw, report); break;
   }
   zw.finish();
   return report;

@@ -130,6 +130,7 @@ const std::map<std::string, std::string> kElsewhere = {
     {"kZipWriterMisuse", "writer API: tests/write/zip_writer_test.cpp"},
     {"kPickleUnwritable", "writer API: tests/write/remap_test.cpp"},
     {"kTorchNotConvertible", "convert API: tests/write/safetensors_test.cpp"},
+    {"kTorchBadSet", "sharded sets: tests/sharded/set_test.cpp (fixtures/sharded/bad_*)"},
 };
 
 }  // namespace

@@ -27,9 +27,10 @@ enum class Format : std::uint8_t {
   kTar,          ///< torch 0.1.x: a tar of 'storages', 'tensors' and 'pickle'
   kTorchScript,  ///< torch.jit.save: data.pkl + constants.pkl (code/ is never run)
   kSafetensors,  ///< a .safetensors file: one storage per tensor, all tagged cpu (docs/write.md)
+  kSet,          ///< several files read as one: an index's weight_map, or a list of files (docs/sharded.md)
 };
 
-/// "zip", "legacy", "tar", "torchscript", "safetensors".
+/// "zip", "legacy", "tar", "torchscript", "safetensors", "set".
 std::string_view format_name(Format format) noexcept;
 
 /// Byte order of the storage bytes on disk.
@@ -52,6 +53,15 @@ struct Options {
   ByteOrder default_byteorder = ByteOrder::kLittle;
 };
 
+/// One file of a kSet checkpoint: where its storages and tensors lie in the set's lists.
+struct SetMember {
+  std::string path;             ///< the file as opened (index directory joined with the weight_map name)
+  Format format = Format::kZip; ///< the file's own format
+  std::size_t first_storage = 0, storage_count = 0;  ///< range in Checkpoint::storages()
+  std::size_t first_tensor = 0, tensor_count = 0;    ///< range in Checkpoint::tensors()
+  std::uint64_t file_bytes = 0; ///< size of the file
+};
+
 /// An opened checkpoint: its storages and tensors, validated, plus the
 /// pickle tree for callers that want the rest of the object.
 ///
@@ -60,7 +70,10 @@ struct Options {
 /// Move-only.
 class Checkpoint {
  public:
-  /// Opens path and detects its format by content, never by name.
+  /// Opens path and detects its format by content, never by name. A
+  /// directory holding one `*.index.json`, or a JSON index file itself
+  /// (`{"metadata": ..., "weight_map": {tensor: file}}`), opens the set it
+  /// describes as one kSet checkpoint (open_set's rules; docs/sharded.md).
   /// Raises kIoOpen/kIoRead, any kZip*/kPickle* code from the layers below,
   /// and kTorchNotCheckpoint (the message says what the file looks like:
   /// HTML page, git-lfs pointer, empty, safetensors, numpy, ...),
@@ -71,6 +84,10 @@ class Checkpoint {
   static Checkpoint open(const std::filesystem::path& path, const Options& options = {});
   /// The same for bytes already in memory.
   static Checkpoint from_file(MappedFile file, const Options& options = {});
+  /// Opens several files as one kSet checkpoint: storages and tensors of each
+  /// file in turn, each file opened (mapped) once. A tensor name found in two
+  /// files raises kTorchBadSet. Raises what open() raises for each file.
+  static Checkpoint open_set(const std::vector<std::filesystem::path>& files, const Options& options = {});
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;
@@ -126,8 +143,15 @@ class Checkpoint {
   PickleSpan object_pickle() const;
 
   /// For kSafetensors: the header's `__metadata__` (string to string), in
-  /// file order; empty for the other formats.
+  /// file order; for a kSet opened from an index: the index's "metadata"
+  /// members (numbers as their literal text, e.g. total_size, which is
+  /// reported and never trusted); empty for the other formats.
   const std::vector<std::pair<std::string, std::string>>& metadata() const noexcept;
+
+  /// For kSet: the files in set order (empty for the other formats).
+  const std::vector<SetMember>& members() const noexcept;
+  /// For kSet: the member holding storage `storage_index` (index into members()).
+  std::size_t member_of_storage(std::size_t storage_index) const;
 
   /// The storage index a Value::external handle of root() refers to.
   std::optional<std::size_t> storage_of_handle(std::uint64_t handle) const noexcept;

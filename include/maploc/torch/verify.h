@@ -28,6 +28,8 @@ struct VerifyReport {
 /// record size, every tensor inside its storage, the byteorder record;
 /// the same for legacy, tar and safetensors files. A zip that lost its end
 /// (a cut download) is measured against the storages its data.pkl declares.
+/// A directory or an index file is checked as a sharded set: each file the
+/// index names, then the weight_map against the files (docs/sharded.md).
 /// Never throws for a bad file (problems say it); raises kIoOpen/kIoRead
 /// only when the file cannot be read at all.
 VerifyReport verify(const std::filesystem::path& path, const Limits& limits = {});

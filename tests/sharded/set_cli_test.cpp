@@ -1,0 +1,78 @@
+// set_cli_test.cpp - the CLI's ls, plan, load and verify take an index file or a directory.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+
+#include "sharded/sharded_test_util.h"
+
+#ifdef MAPLOC_CLI_PATH
+namespace {
+
+struct Run {
+  int exit_code;
+  std::string out;
+};
+
+Run run_cli(const std::string& args) {
+  const std::string cmd = std::string("'") + MAPLOC_CLI_PATH + "' " + args;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+}  // namespace
+
+TEST_CASE("maploc ls --json --hash of a set directory and index agree with torch", "[cli][sharded]") {
+  for (const std::string set : {"st_set", "mixed_set"}) {
+    const auto manifest = maploc::test::set_manifest(set);
+    for (const auto& path : {maploc::test::sharded_dir() / set,
+                             maploc::test::sharded_dir() / set / manifest["index"].get<std::string>()}) {
+      INFO(path);
+      const Run r = run_cli("ls --json --hash " + quoted(path));
+      REQUIRE(r.exit_code == 0);
+      const auto out = nlohmann::json::parse(r.out);
+      CHECK(out["format"] == "set");
+      CHECK(out["metadata"]["total_size"] == std::to_string(manifest["total_size"].get<std::uint64_t>()));
+      std::map<std::string, nlohmann::json> mine;
+      for (const auto& t : out["tensors"]) mine[t["name"].get<std::string>()] = t;
+      REQUIRE(mine.size() == manifest["tensors"].size());
+      for (const auto& t : manifest["tensors"]) {
+        const auto& x = mine[t["name"].get<std::string>()];
+        CHECK(x["sha256"] == t["sha256"]);
+        CHECK(x["shape"] == t["shape"]);
+      }
+      for (const auto& s : out["storages"]) CHECK(s.contains("file"));
+    }
+  }
+}
+
+TEST_CASE("maploc plan, load and verify take a set; broken sets exit 3 naming the problem", "[cli][sharded]") {
+  const auto dir = quoted(maploc::test::sharded_dir() / "bin_set");
+  CHECK(run_cli("plan " + dir + " --map-location cpu").exit_code == 0);
+  const Run load = run_cli("load " + dir + " --map-location cpu --hash");
+  CHECK(load.exit_code == 0);
+  for (const auto& t : maploc::test::set_manifest("bin_set")["tensors"]) {
+    CHECK(load.out.find(t["sha256"].get<std::string>() + "  " + t["name"].get<std::string>()) != std::string::npos);
+  }
+  const Run ok = run_cli("verify " + dir);
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.out.find("OK (set)") != std::string::npos);
+  const Run bad = run_cli("verify " + quoted(maploc::test::sharded_dir() / "bad_missing_tensor") + " 2>&1");
+  CHECK(bad.exit_code == 3);
+  CHECK(bad.out.find("ghost.weight") != std::string::npos);
+  const Run ls_bad = run_cli("ls " + quoted(maploc::test::sharded_dir() / "bad_missing_file") + " 2>&1");
+  CHECK(ls_bad.exit_code == 3);
+  CHECK(ls_bad.out.find("kTorchBadSet") != std::string::npos);
+  const Run warn = run_cli("ls " + quoted(maploc::test::sharded_dir() / "bad_unmapped_tensor") + " 2>&1 >/dev/null");
+  CHECK(warn.exit_code == 0);
+  CHECK(warn.out.find("maploc: warning: tensor 'norm.weight'") != std::string::npos);
+}
+#endif
