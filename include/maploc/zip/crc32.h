@@ -1,4 +1,4 @@
-// crc32.h - zlib's CRC-32 (the zip checksum), exposed for writers and verifiers.
+// crc32.h - the zip checksum (zlib's CRC-32, computed with ISA-L), exposed for writers and verifiers.
 #pragma once
 
 #include <cstdint>
