@@ -79,6 +79,7 @@ enum class ErrorCode : std::uint16_t {
   kTorchBadSafetensors = 312,   ///< a .safetensors file whose header or data ranges are malformed
   kTorchNotConvertible = 313,   ///< a tensor or dtype the target format cannot hold (sparse to safetensors, ...)
   kTorchBadSet = 340,           ///< a sharded set's index or files disagree (missing file or tensor, name listed twice)
+  kTorchBadDcp = 341,           ///< a torch.distributed.checkpoint's .metadata or chunks do not fit together
 
   // remap (codes 400-499 are owned by src/remap)
   kRemapCudaUnavailable = 400,  ///< a storage must go to CUDA but no CUDA device is usable

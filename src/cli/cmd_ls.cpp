@@ -81,7 +81,17 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   JsonWriter w(out.text());
   // Keys in byte order, as the JSON has always listed them.
   const bool set = ckpt.format() == torch::Format::kSet;
-  w.begin_object().field("byteorder", torch::byteorder_name(ckpt.byteorder())).field("file", ckpt.path());
+  w.begin_object();
+  if (!ckpt.byte_items().empty()) {  // DCP's BYTE_IO items, listed, never unpickled
+    w.key("byte_items").begin_array();
+    for (const auto& b : ckpt.byte_items()) {
+      w.begin_object().field("file", b.file).field("length", b.length).field("name", b.name).field("offset", b.offset);
+      if (!b.transform.empty()) w.field("transform", b.transform);
+      w.end_object();
+    }
+    w.end_array();
+  }
+  w.field("byteorder", torch::byteorder_name(ckpt.byteorder())).field("file", ckpt.path());
   if (set) {  // docs/cli-ls.md: a sharded set's files and index metadata
     w.key("files").begin_array();
     for (const auto& m : ckpt.members()) {
@@ -233,6 +243,10 @@ void print_table(const torch::Checkpoint& ckpt) {
   }
   for (const auto& [k, v] : ckpt.metadata()) {
     if (ckpt.format() == torch::Format::kSet) out.printf("  index metadata %s: %s (not trusted)\n", k.c_str(), v.c_str());
+  }
+  for (const auto& b : ckpt.byte_items()) {
+    out.printf("  BYTE_IO item %s: %llu bytes at %llu in %s%s\n", b.name.c_str(), static_cast<unsigned long long>(b.length),
+               static_cast<unsigned long long>(b.offset), b.file.c_str(), b.transform.empty() ? "" : (" (" + b.transform + ")").c_str());
   }
   if (ckpt.unknown_globals().empty()) {
     out.printf("unknown globals: none\n");

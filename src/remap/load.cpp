@@ -57,7 +57,9 @@ Arenas make_arenas(const torch::Checkpoint& checkpoint, const Plan& plan, int de
 // A private writable mapping of the checkpoint file, or nothing when the
 // checkpoint is not a plain file (then writable placements are copies).
 std::optional<Bytes> copy_on_write_mapping(const torch::Checkpoint& checkpoint) {
-  if (checkpoint.format() == torch::Format::kSet) return std::nullopt;  // path() names the index, not the data
+  if (checkpoint.format() == torch::Format::kSet || checkpoint.format() == torch::Format::kDcp) {
+    return std::nullopt;  // path() names the index or directory, not the data
+  }
   try {
     return MappedFile::open_copy_on_write(checkpoint.path()).bytes;
   } catch (const Error&) {

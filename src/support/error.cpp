@@ -90,6 +90,7 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kTorchBadSafetensors, "kTorchBadSafetensors"},
     {ErrorCode::kTorchNotConvertible, "kTorchNotConvertible"},
     {ErrorCode::kTorchBadSet, "kTorchBadSet"},
+    {ErrorCode::kTorchBadDcp, "kTorchBadDcp"},
     {ErrorCode::kRemapCudaUnavailable, "kRemapCudaUnavailable"},
     {ErrorCode::kRemapNoSuchDevice, "kRemapNoSuchDevice"},
     {ErrorCode::kRemapUnknownTag, "kRemapUnknownTag"},

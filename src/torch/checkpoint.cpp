@@ -5,6 +5,7 @@
 
 #include "maploc/error.h"
 #include "maploc/sniff.h"
+#include "torch/dcp.h"
 #include "torch/state.h"
 #include "zip/deferred.h"
 
@@ -95,6 +96,7 @@ std::string_view format_name(Format format) noexcept {
     case Format::kTorchScript: return "torchscript";
     case Format::kSafetensors: return "safetensors";
     case Format::kSet: return "set";
+    case Format::kDcp: return "dcp";
   }
   return "zip";
 }
@@ -108,7 +110,15 @@ Checkpoint::~Checkpoint() = default;
 
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const Options& options) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return Checkpoint(read_set_directory(path, options));
+  if (std::filesystem::is_directory(path, ec)) {
+    if (std::filesystem::exists(path / ".metadata", ec)) {
+      auto st = std::make_unique<State>();
+      st->options = options;
+      read_dcp(*st, path);
+      return Checkpoint(std::move(st));
+    }
+    return Checkpoint(read_set_directory(path, options));
+  }
   return from_file(MappedFile::open(path), options);
 }
 
@@ -176,6 +186,8 @@ Checkpoint::PickleSpan Checkpoint::object_pickle() const {
               std::nullopt, st.path);
 }
 
+const std::vector<ByteItem>& Checkpoint::byte_items() const noexcept { return state_->byte_items; }
+
 const std::vector<SetMember>& Checkpoint::members() const noexcept { return state_->member_info; }
 
 std::size_t Checkpoint::member_of_storage(std::size_t storage_index) const {
@@ -196,6 +208,7 @@ Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
     throw Error(ErrorCode::kInvalidArgument, Stage::kTorch,
                 "storage index " + std::to_string(storage_index) + " out of range", std::nullopt, state_->path);
   }
+  if (state_->dcp) return assemble_dcp(*state_->dcp, state_->storages[storage_index], storage_index);
   if (!state_->members.empty()) {
     return state_->members[state_->storage_member[storage_index]].storage_bytes(state_->storage_local[storage_index]);
   }

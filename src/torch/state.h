@@ -29,6 +29,8 @@ struct StorageRef {
 /// First Value::external handle that names a tar tensor rather than a StorageRef.
 inline constexpr std::uint64_t kTarTensorHandle = std::uint64_t{1} << 62;
 
+struct DcpLayout;  // torch/dcp.h
+
 struct Checkpoint::State {
   std::string path;
   MappedFile file;
@@ -65,6 +67,10 @@ struct Checkpoint::State {
   std::vector<SetMember> member_info;
   std::vector<std::uint32_t> storage_member;  ///< per storage: index into members
   std::vector<std::size_t> storage_local;     ///< per storage: its index in that member
+
+  /// kDcp: where each tensor's chunks lie (shared: storage_bytes assembles from it), BYTE_IO items.
+  std::shared_ptr<const DcpLayout> dcp;
+  std::vector<ByteItem> byte_items;
 
   std::vector<pickle::Result> results;  ///< keeps every pickle tree alive
   pickle::Value root;

@@ -273,7 +273,8 @@ ArchiveReport write_archive(const Checkpoint& checkpoint, const zip::Sink& sink,
     case Format::kTorchScript:
     case Format::kTar:
     case Format::kSafetensors:
-    case Format::kSet: write_dict_layout(checkpoint, options, zw, report); break;
+    case Format::kSet:
+    case Format::kDcp: write_dict_layout(checkpoint, options, zw, report); break;
   }
   zw.finish();
   return report;

@@ -131,6 +131,7 @@ const std::map<std::string, std::string> kElsewhere = {
     {"kPickleUnwritable", "writer API: tests/write/remap_test.cpp"},
     {"kTorchNotConvertible", "convert API: tests/write/safetensors_test.cpp"},
     {"kTorchBadSet", "sharded sets: tests/sharded/set_test.cpp (fixtures/sharded/bad_*)"},
+    {"kTorchBadDcp", "torch.distributed.checkpoint: tests/sharded/dcp_test.cpp"},
 };
 
 }  // namespace

@@ -28,9 +28,10 @@ enum class Format : std::uint8_t {
   kTorchScript,  ///< torch.jit.save: data.pkl + constants.pkl (code/ is never run)
   kSafetensors,  ///< a .safetensors file: one storage per tensor, all tagged cpu (docs/write.md)
   kSet,          ///< several files read as one: an index's weight_map, or a list of files (docs/sharded.md)
+  kDcp,          ///< a torch.distributed.checkpoint directory: .metadata + *.distcp (docs/sharded.md)
 };
 
-/// "zip", "legacy", "tar", "torchscript", "safetensors", "set".
+/// "zip", "legacy", "tar", "torchscript", "safetensors", "set", "dcp".
 std::string_view format_name(Format format) noexcept;
 
 /// Byte order of the storage bytes on disk.
@@ -62,6 +63,14 @@ struct SetMember {
   std::uint64_t file_bytes = 0; ///< size of the file
 };
 
+/// A kDcp BYTE_IO item: torch.save bytes of a non-tensor value, listed, never unpickled.
+struct ByteItem {
+  std::string name;             ///< the state_dict key ("step", "optimizer.param_groups")
+  std::string file;             ///< the .distcp file holding it
+  std::uint64_t offset = 0, length = 0;  ///< its byte range in that file
+  std::string transform;        ///< first transform descriptor ("stream.zstd/1"), empty for none
+};
+
 /// An opened checkpoint: its storages and tensors, validated, plus the
 /// pickle tree for callers that want the rest of the object.
 ///
@@ -74,6 +83,11 @@ class Checkpoint {
   /// directory holding one `*.index.json`, or a JSON index file itself
   /// (`{"metadata": ..., "weight_map": {tensor: file}}`), opens the set it
   /// describes as one kSet checkpoint (open_set's rules; docs/sharded.md).
+  /// A directory holding `.metadata` opens as kDcp: the metadata pickle is
+  /// run by the inert machine (its globals checked against DCP's own
+  /// classes), one cpu storage and contiguous tensor per tensor entry,
+  /// assembled from its chunks by storage_bytes(); kTorchBadDcp for metadata
+  /// or chunks that do not fit together.
   /// Raises kIoOpen/kIoRead, any kZip*/kPickle* code from the layers below,
   /// and kTorchNotCheckpoint (the message says what the file looks like:
   /// HTML page, git-lfs pointer, empty, safetensors, numpy, ...),
@@ -148,6 +162,8 @@ class Checkpoint {
   /// reported and never trusted); empty for the other formats.
   const std::vector<std::pair<std::string, std::string>>& metadata() const noexcept;
 
+  /// For kDcp: the BYTE_IO items (empty for the other formats).
+  const std::vector<ByteItem>& byte_items() const noexcept;
   /// For kSet: the files in set order (empty for the other formats).
   const std::vector<SetMember>& members() const noexcept;
   /// For kSet: the member holding storage `storage_index` (index into members()).
@@ -158,7 +174,9 @@ class Checkpoint {
 
   /// The raw bytes of a storage exactly as on disk (not byte-swapped): a
   /// zero-copy view of the mapping for stored records and streams, an
-  /// inflated buffer for deflated records. Size is storage.nbytes.
+  /// inflated buffer for deflated records, the assembled tensor for kDcp
+  /// (each call assembles it anew; a chunk with a transform raises
+  /// kTorchUnsupportedFormat naming it). Size is storage.nbytes.
   /// Precondition: `storage` is one of storages(). Raises kZip* on inflate failure.
   Bytes storage_bytes(const Storage& storage) const;
   /// The same by index into storages() (kInvalidArgument when out of range).

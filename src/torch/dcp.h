@@ -1,0 +1,48 @@
+// dcp.h - a torch.distributed.checkpoint directory: its .metadata read inertly, chunks located (internal).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "maploc/bytes.h"
+#include "maploc/mapped_file.h"
+#include "maploc/torch/checkpoint.h"
+
+namespace maploc::torch {
+
+/// One saved chunk of a tensor: where it lies in the full tensor and in which file.
+struct DcpChunk {
+  std::vector<std::int64_t> offsets;  ///< ChunkStorageMetadata.offsets
+  std::vector<std::int64_t> sizes;    ///< ChunkStorageMetadata.sizes
+  std::uint32_t file = 0;             ///< index into DcpLayout::files
+  std::uint64_t offset = 0, length = 0;  ///< _StorageInfo byte range (TORCH_SAVE layout)
+  std::string transform;              ///< first transform descriptor ("stream.zstd/1"), empty for none
+};
+
+/// What storage_bytes() needs to assemble each DCP tensor.
+struct DcpLayout {
+  std::string dir;
+  std::vector<std::string> file_names;  ///< relative_path of each file, as .metadata names it
+  std::vector<MappedFile> files;        ///< each mapped once
+  std::vector<bool> safetensors;        ///< the file is DCP's SAFETENSORS layout (tensors by fqn)
+  std::vector<std::vector<DcpChunk>> chunks;  ///< per storage of the checkpoint
+  std::vector<std::vector<std::int64_t>> shapes;  ///< per storage: the full tensor's size
+  Limits limits;
+};
+
+/// Reads `dir/.metadata` with the inert pickle machine (kTorchBadDcp for a
+/// tree that is not DCP's Metadata) into `state`: one cpu storage and one
+/// contiguous tensor per tensor entry, BYTE_IO items in state.byte_items.
+void read_dcp(Checkpoint::State& state, const std::filesystem::path& dir);
+
+/// The full tensor of storage `index`, assembled from its chunks (kTorchBadDcp
+/// when chunks are missing, overlap, or disagree with the metadata).
+Bytes assemble_dcp(const DcpLayout& layout, const Storage& storage, std::size_t index);
+
+/// The DCP classes .metadata may name (module, name); any other global is listed as unknown.
+bool dcp_allowed_global(std::string_view module, std::string_view name) noexcept;
+
+}  // namespace maploc::torch

@@ -1,0 +1,150 @@
+// dcp_assemble.cpp - a DCP tensor made whole from its chunks: each a torch.save zip at a byte range, or a safetensors tensor.
+#include <algorithm>
+#include <cstring>
+
+#include "maploc/error.h"
+#include "torch/dcp.h"
+#include "torch/json_subset.h"
+#include "torch/state.h"
+
+namespace maploc::torch {
+namespace {
+
+[[noreturn]] void bad(const std::string& why, const std::string& item) {
+  fail(ErrorCode::kTorchBadDcp, "torch.distributed.checkpoint: " + why, item);
+}
+
+// DCP_SHARDING_INFO of a SAFETENSORS-layout file: fqn -> {"saved_offsets": [...]}.
+std::vector<std::int64_t> saved_offsets(const Checkpoint& c, const std::string& fqn, const std::string& file) {
+  for (const auto& [key, value] : c.metadata()) {
+    if (key != "DCP_SHARDING_INFO") continue;
+    auto [doc, err] = json::parse(value, 8);
+    const json::Value* entry = doc ? doc->find(fqn) : nullptr;
+    const json::Value* offs = entry ? entry->find("saved_offsets") : nullptr;
+    if (offs == nullptr || offs->type != json::Value::Type::kArray) break;
+    std::vector<std::int64_t> out;
+    for (const auto& o : offs->items) {
+      const auto n = o.as_u64();
+      if (!n || *n > static_cast<std::uint64_t>(INT64_MAX)) break;
+      out.push_back(static_cast<std::int64_t>(*n));
+    }
+    return out;
+  }
+  bad("tensor '" + fqn + "' has no saved_offsets in the DCP_SHARDING_INFO of '" + file + "'", fqn);
+}
+
+// The checkpoint holding one chunk: a torch.save zip at [offset, offset+length) of its file, or
+// (SAFETENSORS layout) the whole safetensors file.
+Checkpoint open_chunk(const DcpLayout& layout, const DcpChunk& chunk, const std::string& fqn) {
+  const std::string& name = layout.file_names[chunk.file];
+  if (!chunk.transform.empty()) {
+    fail(ErrorCode::kTorchUnsupportedFormat,
+         "torch.distributed.checkpoint: tensor '" + fqn + "' is stored with the transform '" + chunk.transform +
+             "' (DCP's _extensions), which maploc does not decode; save without _extensions, or consolidate with "
+             "torch.distributed.checkpoint.format_utils.dcp_to_torch_save",
+         fqn);
+  }
+  Options o;
+  o.limits = layout.limits;
+  const MappedFile& file = layout.files[chunk.file];
+  if (layout.safetensors[chunk.file]) return Checkpoint::from_file(file, o);
+  if (chunk.offset > file.bytes.size() || chunk.length > file.bytes.size() - chunk.offset) {
+    bad("the chunk of '" + fqn + "' lies past the end of '" + name + "'", fqn);
+  }
+  const Bytes slice = file.bytes.slice(static_cast<std::size_t>(chunk.offset), static_cast<std::size_t>(chunk.length));
+  return Checkpoint::from_file(MappedFile::from_bytes(slice, name + "@" + std::to_string(chunk.offset)), o);
+}
+
+// Calls f(src_element, dst_element, count) for each innermost run of a chunk: source in the
+// chunk tensor's own geometry, destination in the full contiguous tensor.
+template <typename F>
+void for_each_row(const Tensor& src, const DcpChunk& chunk, const std::vector<std::int64_t>& full_stride, F f) {
+  const std::size_t nd = chunk.sizes.size();
+  if (nd == 0) return f(src.storage_offset, 0, 1);
+  for (const auto s : chunk.sizes) {
+    if (s == 0) return;
+  }
+  std::vector<std::int64_t> idx(nd, 0);
+  while (true) {
+    std::int64_t s = src.storage_offset, d = 0;
+    for (std::size_t k = 0; k < nd; ++k) {
+      s += idx[k] * src.stride[k];
+      d += (chunk.offsets[k] + idx[k]) * full_stride[k];
+    }
+    f(s, d, chunk.sizes[nd - 1]);
+    std::size_t k = nd - 1;
+    while (k-- > 0) {
+      if (++idx[k] < chunk.sizes[k]) break;
+      idx[k] = 0;
+    }
+    if (k == static_cast<std::size_t>(-1)) return;
+  }
+}
+
+}  // namespace
+
+Bytes assemble_dcp(const DcpLayout& layout, const Storage& storage, std::size_t index) {
+  const std::string& fqn = storage.key;
+  const auto& chunks = layout.chunks[index];
+  const auto& shape = layout.shapes[index];
+  const std::size_t e = element_size(storage.dtype);
+  std::vector<std::int64_t> full_stride(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) full_stride[d - 1] = full_stride[d] * shape[d];
+  // Every chunk inside the tensor, and their volumes adding up to it, before a byte is allocated.
+  std::uint64_t volume = 0;
+  for (const DcpChunk& chunk : chunks) {
+    if (chunk.offsets.size() != shape.size() || chunk.sizes.size() != shape.size()) {
+      bad("a chunk of '" + fqn + "' has another rank than the tensor", fqn);
+    }
+    std::uint64_t v = 1;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (chunk.offsets[d] > shape[d] || chunk.sizes[d] > shape[d] - chunk.offsets[d]) {
+        bad("a chunk of '" + fqn + "' reaches past the tensor's size", fqn);
+      }
+      v *= static_cast<std::uint64_t>(chunk.sizes[d]);
+    }
+    volume += v;
+  }
+  if (volume != storage.numel) {
+    bad("the chunks of '" + fqn + "' hold " + std::to_string(volume) + " elements, the tensor " +
+        std::to_string(storage.numel), fqn);
+  }
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(storage.nbytes));
+  std::vector<bool> covered(static_cast<std::size_t>(storage.numel), false);
+  for (const DcpChunk& chunk : chunks) {
+    const Checkpoint c = open_chunk(layout, chunk, fqn);
+    const Tensor* t = nullptr;
+    for (const auto& x : c.tensors()) {
+      if (!x.is_component && x.storage && (!layout.safetensors[chunk.file] || x.name == fqn)) {
+        t = &x;
+        break;
+      }
+    }
+    const std::string& file = layout.file_names[chunk.file];
+    if (t == nullptr) bad("no tensor for '" + fqn + "' in its chunk in '" + file + "'", fqn);
+    if (layout.safetensors[chunk.file] && saved_offsets(c, fqn, file) != chunk.offsets) {
+      bad("tensor '" + fqn + "' in '" + file + "' was saved at other offsets than the metadata's chunk", fqn);
+    }
+    if (t->dtype != storage.dtype || t->shape != chunk.sizes || c.byteorder() != ByteOrder::kLittle ||
+        t->kind != TensorKind::kDense) {
+      bad("the chunk of '" + fqn + "' in '" + file + "' is not a little-endian dense " +
+          std::string(dtype_name(storage.dtype)) + " tensor of the chunk's sizes", fqn);
+    }
+    const Bytes raw = c.storage_bytes(*t->storage);  // t lies inside it (validated on open)
+    const std::int64_t inner = t->stride.empty() ? 1 : t->stride.back();
+    for_each_row(*t, chunk, full_stride, [&](std::int64_t s, std::int64_t d, std::int64_t n) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        if (covered[static_cast<std::size_t>(d + j)]) bad("chunks of '" + fqn + "' overlap", fqn);
+        covered[static_cast<std::size_t>(d + j)] = true;
+      }
+      if (inner == 1) {
+        std::memcpy(out.data() + d * e, raw.data() + s * e, static_cast<std::size_t>(n) * e);
+      } else {
+        for (std::int64_t j = 0; j < n; ++j) std::memcpy(out.data() + (d + j) * e, raw.data() + (s + j * inner) * e, e);
+      }
+    });
+  }
+  return Bytes::owned(std::move(out));
+}
+
+}  // namespace maploc::torch

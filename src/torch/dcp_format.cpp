@@ -1,0 +1,253 @@
+// dcp_format.cpp - torch.distributed.checkpoint's .metadata, read by the inert pickle machine, into storages and tensors.
+#include <algorithm>
+
+#include "maploc/error.h"
+#include "maploc/pickle/machine.h"
+#include "maploc/sniff.h"
+#include "torch/dcp.h"
+#include "torch/state.h"
+
+namespace maploc::torch {
+namespace fs = std::filesystem;
+using pickle::Kind;
+using pickle::Value;
+
+namespace {
+
+constexpr std::string_view kMetadataModule = "torch.distributed.checkpoint.metadata";
+constexpr std::string_view kFilesystemModule = "torch.distributed.checkpoint.filesystem";
+
+[[noreturn]] void bad(const std::string& why, const std::string& item) {
+  fail(ErrorCode::kTorchBadDcp, "torch.distributed.checkpoint: " + why, item);
+}
+
+// The BUILD state of an object of class module.name (NEWOBJ or REDUCE, then BUILD), or nullptr when
+// `v` is not such an object.
+const Value* state_of(const Value& v, std::string_view module, std::string_view name) {
+  if (!v.is(Kind::kObject) && !v.is(Kind::kReduce)) return nullptr;
+  if (!v.callable().is_global(module, name) || v.build_states().size() != 1) return nullptr;
+  return &v.build_states()[0];
+}
+
+const Value& field(const Value& state, std::string_view key, const std::string& item) {
+  const Value* v = state.is(Kind::kDict) ? state.find(key) : nullptr;
+  if (v == nullptr) bad("an object lacks its '" + std::string(key) + "' field", item);
+  return *v;
+}
+
+std::int64_t integer(const Value& v, const std::string& what, const std::string& item) {
+  if (!v.is(Kind::kInt) || v.is_big_int() || v.as_int() < 0) bad(what + " is not a non-negative integer", item);
+  return v.as_int();
+}
+
+// torch.Size((a, b, ...)): REDUCE of the global torch.Size over a tuple of ints.
+std::vector<std::int64_t> size_of(const Value& v, const std::string& what, const std::string& item) {
+  if (!v.is(Kind::kReduce) || !v.callable().is_global("torch", "Size") || !v.args().is(Kind::kTuple) ||
+      v.args().size() != 1 || !v.args()[0].is(Kind::kTuple)) {
+    bad(what + " is not a torch.Size", item);
+  }
+  std::vector<std::int64_t> out;
+  for (const Value& d : v.args()[0].elements()) out.push_back(integer(d, what, item));
+  return out;
+}
+
+std::string text(const Value& v, const std::string& what, const std::string& item) {
+  if (!v.is(Kind::kStr)) bad(what + " is not a string", item);
+  return std::string(v.as_str());
+}
+
+// TensorProperties' state: the tuple of its __getstate__ (dtype, layout, requires_grad,
+// memory_format, pin_memory), or a dict in older writers.
+std::pair<DType, bool> properties_of(const Value& v, const std::string& fqn) {
+  const Value* st = state_of(v, kMetadataModule, "TensorProperties");
+  if (st == nullptr) bad("tensor '" + fqn + "' has no TensorProperties", fqn);
+  const Value* dtype = nullptr;
+  const Value* grad = nullptr;
+  if (st->is(Kind::kTuple) && st->size() >= 3) {
+    dtype = &(*st)[0];
+    grad = &(*st)[2];
+  } else if (st->is(Kind::kDict)) {
+    dtype = st->find("dtype");
+    grad = st->find("requires_grad");
+  }
+  if (dtype == nullptr || !dtype->is(Kind::kGlobal) || dtype->global_module() != "torch") {
+    bad("tensor '" + fqn + "' has no torch dtype in its TensorProperties", fqn);
+  }
+  const auto d = dtype_from_name(dtype->global_name());
+  if (!d) fail(ErrorCode::kTorchUnknownDType, "torch.distributed.checkpoint: tensor '" + fqn + "' has dtype 'torch." +
+               std::string(dtype->global_name()) + "', which maploc does not know", fqn);
+  return {*d, grad != nullptr && grad->is(Kind::kBool) && grad->as_bool()};
+}
+
+// One storage_data entry: MetadataIndex(fqn, offset) -> _StorageInfo.
+struct Located {
+  std::string fqn;
+  std::vector<std::int64_t> offsets;
+  std::uint32_t file = 0;
+  std::uint64_t offset = 0, length = 0;
+  std::string transform;  // the first transform descriptor, empty for none
+};
+
+bool located_less(const Located& a, const Located& b) {
+  return std::tie(a.fqn, a.offsets) < std::tie(b.fqn, b.offsets);
+}
+
+std::vector<Located> storage_data(const Value& v, DcpLayout& layout, const std::string& meta) {
+  if (!v.is(Kind::kDict)) bad("storage_data is not a dict", meta);
+  std::vector<Located> out;
+  for (const auto& item : v.items()) {
+    const Value* key = state_of(item.key, kMetadataModule, "MetadataIndex");
+    const Value* info = state_of(item.value, kFilesystemModule, "_StorageInfo");
+    if (key == nullptr || info == nullptr) bad("a storage_data entry is not MetadataIndex -> _StorageInfo", meta);
+    Located l;
+    l.fqn = text(field(*key, "fqn", meta), "MetadataIndex.fqn", meta);
+    const Value* off = key->find("offset");  // absent (None) for BYTE_IO items
+    if (off != nullptr && !off->is_none()) l.offsets = size_of(*off, "MetadataIndex.offset", l.fqn);
+    const std::string path = text(field(*info, "relative_path", l.fqn), "_StorageInfo.relative_path", l.fqn);
+    const fs::path p(path);
+    if (p.is_absolute() || p.has_parent_path() || path == ".." || path == ".") {
+      bad("item '" + l.fqn + "' lies in '" + path + "', outside the checkpoint directory", meta);
+    }
+    const auto at = std::find(layout.file_names.begin(), layout.file_names.end(), path);
+    l.file = static_cast<std::uint32_t>(at - layout.file_names.begin());
+    if (at == layout.file_names.end()) layout.file_names.push_back(path);
+    l.offset = static_cast<std::uint64_t>(integer(field(*info, "offset", l.fqn), "_StorageInfo.offset", l.fqn));
+    l.length = static_cast<std::uint64_t>(integer(field(*info, "length", l.fqn), "_StorageInfo.length", l.fqn));
+    if (const Value* tr = info->find("transform_descriptors"); tr != nullptr && !tr->is_none()) {
+      if (!tr->is(Kind::kList)) bad("item '" + l.fqn + "' has transform_descriptors that are not a list", l.fqn);
+      for (const Value& d : tr->elements()) {
+        if (l.transform.empty()) l.transform = text(d, "a transform descriptor", l.fqn);
+      }
+    }
+    out.push_back(std::move(l));
+  }
+  std::sort(out.begin(), out.end(), located_less);
+  return out;
+}
+
+void add_tensor(Checkpoint::State& st, DcpLayout& layout, const std::string& fqn, const Value& tsm,
+                const std::vector<Located>& located) {
+  const auto [dtype, requires_grad] = properties_of(field(tsm, "properties", fqn), fqn);
+  Tensor t;
+  t.name = fqn;
+  t.dtype = dtype;
+  t.requires_grad = requires_grad;
+  t.shape = size_of(field(tsm, "size", fqn), "the tensor size", fqn);
+  if (t.shape.size() > st.options.limits.torch_max_rank) bad("tensor '" + fqn + "' has too many dimensions", fqn);
+  std::uint64_t numel = 1;
+  for (const auto d : t.shape) {
+    if (d != 0 && numel > UINT64_MAX / 16 / static_cast<std::uint64_t>(d)) bad("tensor '" + fqn + "' is too large", fqn);
+    numel *= static_cast<std::uint64_t>(d);
+  }
+  t.stride.assign(t.shape.size(), 1);
+  for (std::size_t d = t.shape.size(); d-- > 1;) t.stride[d - 1] = t.stride[d] * std::max<std::int64_t>(t.shape[d], 1);
+  std::vector<DcpChunk> chunks;
+  const Value& list = field(tsm, "chunks", fqn);
+  if (!list.is(Kind::kList)) bad("tensor '" + fqn + "' has chunks that are not a list", fqn);
+  for (const Value& c : list.elements()) {
+    const Value* cs = state_of(c, kMetadataModule, "ChunkStorageMetadata");
+    if (cs == nullptr) bad("tensor '" + fqn + "' has a chunk that is not ChunkStorageMetadata", fqn);
+    DcpChunk chunk;
+    chunk.offsets = size_of(field(*cs, "offsets", fqn), "chunk offsets", fqn);
+    chunk.sizes = size_of(field(*cs, "sizes", fqn), "chunk sizes", fqn);
+    Located probe;
+    probe.fqn = fqn;
+    probe.offsets = chunk.offsets;
+    const auto at = std::lower_bound(located.begin(), located.end(), probe, located_less);
+    if (at == located.end() || at->fqn != fqn || at->offsets != chunk.offsets) {
+      bad("the chunk of tensor '" + fqn + "' at its offsets has no storage_data entry (a rank's file is missing "
+          "from the metadata)", fqn);
+    }
+    chunk.file = at->file;
+    chunk.offset = at->offset;
+    chunk.length = at->length;
+    chunk.transform = at->transform;
+    chunks.push_back(std::move(chunk));
+  }
+  Storage s;
+  s.key = fqn;
+  s.dtype = dtype;
+  s.numel = numel;
+  s.nbytes = numel * element_size(dtype);
+  s.location = "cpu";
+  s.record = fqn;
+  t.storage = st.storages.size();
+  st.storages.push_back(std::move(s));
+  st.tensors.push_back(std::move(t));
+  layout.chunks.push_back(std::move(chunks));
+  layout.shapes.push_back(st.tensors.back().shape);
+}
+
+}  // namespace
+
+bool dcp_allowed_global(std::string_view module, std::string_view name) noexcept {
+  static constexpr std::string_view kMetadataClasses[] = {
+      "Metadata", "MetadataIndex", "TensorStorageMetadata", "ChunkStorageMetadata", "TensorProperties",
+      "BytesStorageMetadata", "_MEM_FORMAT_ENCODING", "StorageMeta"};
+  if (module == kMetadataModule) {
+    return std::find(std::begin(kMetadataClasses), std::end(kMetadataClasses), name) != std::end(kMetadataClasses);
+  }
+  if (module == kFilesystemModule) return name == "_StorageInfo";
+  if (module == "torch") return name == "Size" || dtype_from_name(name).has_value();
+  return module == "torch.serialization" && name == "_get_layout";
+}
+
+void read_dcp(Checkpoint::State& st, const fs::path& dir) {
+  const fs::path meta = dir / ".metadata";
+  st.file = MappedFile::open(meta);
+  st.path = dir.string();
+  pickle::Options po;
+  po.limits = st.options.limits;
+  po.stream_name = meta.string();
+  st.results.push_back(pickle::run(st.file.bytes, po));
+  const pickle::Result& result = st.results.back();
+  st.protocol = result.protocol();
+  for (const Value& g : result.globals()) {
+    if (!dcp_allowed_global(g.global_module(), g.global_name())) {
+      st.unknown_globals.push_back(std::string(g.global_module()) + "." + std::string(g.global_name()));
+    }
+  }
+  std::sort(st.unknown_globals.begin(), st.unknown_globals.end());
+  st.unknown_globals.erase(std::unique(st.unknown_globals.begin(), st.unknown_globals.end()), st.unknown_globals.end());
+  const Value* md = state_of(result.root(), kMetadataModule, "Metadata");
+  if (md == nullptr || !md->is(Kind::kDict)) {
+    bad("'.metadata' does not hold a torch.distributed.checkpoint.metadata.Metadata object", meta.string());
+  }
+  auto layout = std::make_shared<DcpLayout>();
+  layout->dir = dir.string();
+  layout->limits = st.options.limits;
+  const std::vector<Located> located = storage_data(field(*md, "storage_data", meta.string()), *layout, meta.string());
+  const Value& sdm = field(*md, "state_dict_metadata", meta.string());
+  if (!sdm.is(Kind::kDict)) bad("state_dict_metadata is not a dict", meta.string());
+  for (const auto& item : sdm.items()) {
+    const std::string fqn = text(item.key, "a state_dict key", meta.string());
+    if (const Value* tsm = state_of(item.value, kMetadataModule, "TensorStorageMetadata")) {
+      add_tensor(st, *layout, fqn, *tsm, located);
+    } else if (state_of(item.value, kMetadataModule, "BytesStorageMetadata") != nullptr ||
+               (item.value.is(Kind::kObject) && item.value.callable().is_global(kMetadataModule, "BytesStorageMetadata"))) {
+      Located probe;
+      probe.fqn = fqn;
+      const auto at = std::lower_bound(located.begin(), located.end(), probe, located_less);
+      if (at == located.end() || at->fqn != fqn) bad("BYTE_IO item '" + fqn + "' has no storage_data entry", fqn);
+      st.byte_items.push_back({fqn, layout->file_names[at->file], at->offset, at->length, at->transform});
+    } else {
+      bad("state_dict entry '" + fqn + "' is neither TensorStorageMetadata nor BytesStorageMetadata", fqn);
+    }
+  }
+  for (const auto& name : layout->file_names) {
+    if (!fs::exists(dir / name)) bad("the metadata names '" + name + "', which is absent from the directory", st.path);
+    layout->files.push_back(MappedFile::open(dir / name));
+    const auto& b = layout->files.back().bytes;
+    layout->safetensors.push_back(sniff_content(b.span().first(std::min<std::size_t>(b.size(), 512))) ==
+                                  ContentKind::kSafetensors);
+  }
+  if (const Value* v = md->find("version"); v != nullptr && v->is(Kind::kStr)) {
+    st.hints.push_back("DCP version " + std::string(v->as_str()));
+  }
+  st.hints.push_back(std::to_string(st.tensors.size()) + " tensors, " + std::to_string(st.byte_items.size()) +
+                     " BYTE_IO items in " + std::to_string(layout->files.size()) + " files");
+  st.format = Format::kDcp;
+  st.dcp = std::move(layout);
+}
+
+}  // namespace maploc::torch

@@ -1,0 +1,113 @@
+// dcp_test.cpp - torch.distributed.checkpoint directories written by real dcp.save (one and two processes).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "error_of.h"
+#include "maploc/remap/loaded.h"
+#include "maploc/torch/verify.h"
+#include "sharded/sharded_test_util.h"
+
+using namespace maploc;
+using maploc::test::sharded_dir;
+
+namespace {
+
+// A copy of a fixture directory to break.
+std::filesystem::path scratch_copy(const std::string& set, const std::string& tag) {
+  const auto dir = std::filesystem::temp_directory_path() / ("maploc_dcp_test_" + tag);
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(sharded_dir() / set, dir);
+  return dir;
+}
+
+void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("DCP directories assemble equal to torch's consolidated view", "[torch][sharded][dcp]") {
+  for (const std::string set : {"dcp_single", "dcp_two", "dcp_safetensors"}) {
+    INFO(set);
+    const auto manifest = test::set_manifest(set);
+    const auto c = torch::Checkpoint::open(sharded_dir() / set);
+    CHECK(c.format() == torch::Format::kDcp);
+    test::check_against_manifest(c, manifest);
+    std::vector<std::string> items;
+    for (const auto& b : c.byte_items()) items.push_back(b.name);
+    std::vector<std::string> expected;
+    for (const auto& b : manifest["bytes_items"]) expected.push_back(b["name"]);
+    CHECK(items == expected);
+    remap::LoadOptions o;
+    o.map = remap::MapLocation::all_to("cpu");
+    const remap::Loaded loaded = remap::load(c, o);
+    for (const auto& e : manifest["tensors"]) {
+      const auto i = loaded.find(e["name"].get<std::string>());
+      REQUIRE(i);
+      CHECK(loaded.tensor_sha256(*i) == e["sha256"].get<std::string>());
+    }
+    CHECK(torch::verify(sharded_dir() / set).ok());
+  }
+}
+
+TEST_CASE("DCP .metadata is read inertly: a global torch would import is only listed", "[torch][sharded][dcp]") {
+  // torch 2.15 pickles storage_meta.checkpoint_id as a pathlib.PosixPath, which pickle.load imports and calls.
+  const auto c = torch::Checkpoint::open(sharded_dir() / "dcp_two");
+  CHECK(c.unknown_globals() == std::vector<std::string>{"pathlib.PosixPath"});
+  // A .metadata that would run os.system under pickle.load: refused, nothing run.
+  const auto dir = scratch_copy("dcp_single", "evil");
+  const auto canary = std::filesystem::temp_directory_path() / "maploc_dcp_canary";
+  std::filesystem::remove(canary);
+  write_bytes(dir / ".metadata", "cos\nsystem\n(S'touch " + canary.string() + "'\ntR.");
+  const Error e = test::error_of([&] { (void)torch::Checkpoint::open(dir); });
+  CHECK(e.code() == ErrorCode::kTorchBadDcp);
+  CHECK_FALSE(std::filesystem::exists(canary));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("DCP transforms maploc does not decode are refused by name; the listing still works", "[torch][sharded][dcp]") {
+  const auto manifest = test::set_manifest("dcp_zstd");
+  const auto c = torch::Checkpoint::open(sharded_dir() / "dcp_zstd");
+  REQUIRE(c.tensors().size() == manifest["tensors"].size());
+  for (std::size_t i = 0; i < c.tensors().size(); ++i) {
+    CHECK(c.tensors()[i].name == manifest["tensors"][i]["name"].get<std::string>());
+    CHECK(c.tensors()[i].shape == manifest["tensors"][i]["shape"].get<std::vector<std::int64_t>>());
+  }
+  for (const auto& b : c.byte_items()) CHECK(b.transform == "stream.zstd/1");
+  const Error e = test::error_of([&] { (void)c.storage_bytes(std::size_t{0}); });
+  CHECK(e.code() == ErrorCode::kTorchUnsupportedFormat);
+  CHECK(std::string(e.what()).find("stream.zstd/1") != std::string::npos);
+  CHECK_FALSE(torch::verify(sharded_dir() / "dcp_zstd").ok());
+}
+
+TEST_CASE("broken DCP directories: clear errors", "[torch][sharded][dcp][malformed]") {
+  {  // a rank's file missing
+    const auto dir = scratch_copy("dcp_two", "missing");
+    std::filesystem::remove(dir / "__1_0.distcp");
+    CHECK(test::code_of([&] { (void)torch::Checkpoint::open(dir); }) == ErrorCode::kTorchBadDcp);
+    std::filesystem::remove_all(dir);
+  }
+  {  // a rank's file cut short: opens (metadata is whole), assembling fails naming the tensor
+    const auto dir = scratch_copy("dcp_two", "cut");
+    std::filesystem::resize_file(dir / "__1_0.distcp", 100);
+    const auto c = torch::Checkpoint::open(dir);
+    bool failed = false;
+    for (std::size_t i = 0; i < c.storages().size(); ++i) {
+      try {
+        (void)c.storage_bytes(i);
+      } catch (const Error&) {
+        failed = true;
+      }
+    }
+    CHECK(failed);
+    CHECK_FALSE(torch::verify(dir).ok());
+    std::filesystem::remove_all(dir);
+  }
+  {  // a .metadata that is a pickle of something else
+    const auto dir = scratch_copy("dcp_single", "notmeta");
+    write_bytes(dir / ".metadata", std::string("\x80\x04}\x94.", 5));
+    CHECK(test::code_of([&] { (void)torch::Checkpoint::open(dir); }) == ErrorCode::kTorchBadDcp);
+    std::filesystem::remove_all(dir);
+  }
+}
