@@ -30,3 +30,4 @@
 #include "maploc/remap/map_location.h"
 #include "maploc/remap/plan.h"
 #include "maploc/remap/loaded.h"
+#include "maploc/remap/slice.h"

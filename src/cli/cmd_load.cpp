@@ -2,6 +2,7 @@
 // report time and rate, optionally hash.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 
@@ -23,6 +24,16 @@ remap::HostMemory host_memory_of(const Args& args) {
   if (host == "copy") return remap::HostMemory::kOwnedCopy;
   if (host == "pinned") return remap::HostMemory::kPinned;
   throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "--host takes view, copy or pinned, not '" + host + "'");
+}
+
+int count_of(const Args& args, const std::string& name) {
+  const std::string v = args.get(name);
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 0 || n > 1 << 20) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "--" + name + " takes a count, not '" + v + "'");
+  }
+  return static_cast<int>(n);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -47,6 +58,18 @@ int cmd_load(const Args& args) {
                 "--populate maps the pages of file views: it needs --host view (copies are resident already)");
   }
   options.cuda.arena = args.has("arena");
+  remap::SliceReport slice_report;
+  if (args.has("slice")) {
+    auto spec = remap::SliceSpec::parse(args.get("slice"));
+    if (args.has("rank") || args.has("world-size")) {
+      options.slice = remap::RankSlice{count_of(args, "rank"), count_of(args, "world-size"), std::move(spec)};
+    } else {
+      options.slice = remap::RankSlice::from_environment(std::move(spec));
+    }
+    options.slice_report = &slice_report;
+  } else if (args.has("rank") || args.has("world-size")) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "--rank and --world-size go with --slice RULES");
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
@@ -82,6 +105,18 @@ int cmd_load(const Args& args) {
       w.begin_object().field("bytes", row.second).field("device", device).field("storages", row.first).end_object();
     }
     w.end_array().field("file", checkpoint.path()).field("load_seconds", load_s).field("open_seconds", open_s);
+    if (options.slice) {
+      w.key("slice")
+          .begin_object()
+          .field("bytes_from_files", slice_report.bytes_from_files)
+          .field("bytes_from_memory", slice_report.bytes_from_memory)
+          .field("rank", options.slice->rank)
+          .field("tensors_skipped", slice_report.tensors_skipped)
+          .field("tensors_sliced", slice_report.tensors_sliced)
+          .field("tensors_whole", slice_report.tensors_whole)
+          .field("world_size", options.slice->world_size)
+          .end_object();
+    }
     w.key("tensors").begin_array();
     for (std::size_t i = 0; i < loaded.tensors().size(); ++i) {
       w.begin_object().field("device", loaded.device_of(i).str()).field("name", loaded.tensors()[i].name);
@@ -110,6 +145,13 @@ int cmd_load(const Args& args) {
   } else {
     out.printf("placed %s in %.2f ms (%s)\n", human_bytes(total).c_str(), load_s * 1e3,
                 human_rate(total, load_s).c_str());
+  }
+  if (options.slice) {
+    out.printf("rank %d of %d: %zu tensors sliced, %zu whole, %zu left to other ranks; read %llu bytes of the files"
+               " (%llu more from memory)\n",
+               options.slice->rank, options.slice->world_size, slice_report.tensors_sliced, slice_report.tensors_whole,
+               slice_report.tensors_skipped, static_cast<unsigned long long>(slice_report.bytes_from_files),
+               static_cast<unsigned long long>(slice_report.bytes_from_memory));
   }
   for (const auto& [device, row] : per_device) {
     out.printf("  %-8s %6llu storages  %10s\n", device.c_str(), static_cast<unsigned long long>(row.first),

@@ -62,8 +62,14 @@ const Command kCommands[] = {
      "                        (MADV_POPULATE_READ), so that first use never faults\n"
      "  --arena               one device allocation per GPU instead of one per storage\n"
      "  --hash                print every tensor's sha256 from the placed copy\n"
-     "  --json                timings, per-device totals and tensors as JSON\n",
-     "writable populate arena hash json", "map-location host"},
+     "  --json                timings, per-device totals and tensors as JSON\n"
+     "  --slice RULES         place only this rank's part of each tensor: RULES is\n"
+     "                        KIND:GLOB[,...], KIND rows, cols, all or stageN (first match;\n"
+     "                        unmatched tensors are replicated); docs/sharded.md\n"
+     "  --rank R --world-size W\n"
+     "                        this process's rank (default: RANK and WORLD_SIZE from the\n"
+     "                        environment, as torchrun sets them)\n",
+     "writable populate arena hash json", "map-location host slice rank world-size"},
     {"remap", cmd_remap, "remap IN OUT --map-location SPEC [--json]",
      "write a torch archive whose storages carry rewritten location tags",
      "  --map-location SPEC   the new tag of each storage (e.g. 'cuda:*->cpu')\n"

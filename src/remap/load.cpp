@@ -13,6 +13,7 @@
 #include "maploc/remap/plan.h"
 #include "remap/cuda_backend.h"
 #include "remap/host_memory.h"
+#include "remap/load_slice.h"
 #include "remap/storage_names.h"
 #include "support/flat_index.h"
 
@@ -144,6 +145,7 @@ unsigned host_threads_of(const LoadOptions& options) {
 }  // namespace
 
 Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
+  if (options.slice) return load_sliced(checkpoint, options);
   const DeviceInventory& inventory = options.inventory ? *options.inventory : DeviceInventory::probe();
   if (options.host == HostMemory::kPinned && !inventory.cuda_built) {
     throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,

@@ -229,6 +229,22 @@ Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
   return state_->archive->read(*rec);
 }
 
+std::optional<FileRange> Checkpoint::storage_file_range(std::size_t storage_index) const {
+  const State& st = *state_;
+  if (storage_index >= st.storages.size() || st.dcp) return std::nullopt;
+  if (!st.members.empty()) {
+    return st.members[st.storage_member[storage_index]].storage_file_range(st.storage_local[storage_index]);
+  }
+  if (st.storages[storage_index].compressed ||
+      (st.file.residency != Residency::kMapped && st.file.residency != Residency::kRead)) {
+    return std::nullopt;
+  }
+  const Bytes raw = storage_bytes(storage_index);  // a view of the file (not deflated)
+  const std::uint8_t* base = st.file.bytes.data();
+  if (raw.size() != 0 && (raw.data() < base || raw.data() + raw.size() > base + st.file.bytes.size())) return std::nullopt;
+  return FileRange{st.path, raw.size() == 0 ? 0 : static_cast<std::uint64_t>(raw.data() - base)};
+}
+
 Bytes Checkpoint::storage_bytes(const Storage& storage) const {
   const auto* first = state_->storages.data();
   if (&storage < first || &storage >= first + state_->storages.size()) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "maploc/progress.h"
 #include "maploc/remap/device.h"
 #include "maploc/remap/map_location.h"
+#include "maploc/remap/slice.h"
 #include "maploc/torch/checkpoint.h"
 
 namespace maploc::detail {
@@ -35,6 +37,15 @@ struct CudaOptions {
   bool arena = false;  ///< one allocation per device, storages at 256-byte-aligned offsets
 };
 
+/// What a rank-sliced load read (LoadOptions::slice_report).
+struct SliceReport {
+  std::uint64_t bytes_from_files = 0;   ///< bytes pread from the files: exactly this rank's slices
+  std::uint64_t bytes_from_memory = 0;  ///< whole storages taken from storage_bytes() (deflated, DCP)
+  std::size_t tensors_sliced = 0;       ///< split by rows or columns
+  std::size_t tensors_whole = 0;        ///< replicated, or this rank's pipeline stage
+  std::size_t tensors_skipped = 0;      ///< another rank's stage
+};
+
 /// Everything load() needs besides the checkpoint.
 struct LoadOptions {
   MapLocation map;                        ///< where storages go (default: their saved tags)
@@ -54,6 +65,12 @@ struct LoadOptions {
   Progress progress{};
   /// The devices to plan against; nullptr probes this process (DeviceInventory::probe()).
   const DeviceInventory* inventory = nullptr;
+  /// Rank slicing (docs/sharded.md): place only the rows, columns or tensors this rank owns,
+  /// reading only their bytes. Slices are private host buffers (or device copies); `host`,
+  /// `writable`, `populate` and the arena do not apply.
+  std::optional<RankSlice> slice;
+  /// With `slice`: filled with what was read.
+  SliceReport* slice_report = nullptr;
 };
 
 /// One placed storage: `nbytes` bytes at `data` on `device`, in native
@@ -117,6 +134,8 @@ class Loaded {
 
  private:
   friend Loaded load(const torch::Checkpoint&, const LoadOptions&);
+  friend Loaded make_loaded(std::shared_ptr<const std::vector<torch::Tensor>>, std::vector<PlacedStorage>,
+                            const DeviceInventory&);
   std::shared_ptr<const std::vector<torch::Tensor>> tensors_ =
       std::make_shared<const std::vector<torch::Tensor>>();  ///< the checkpoint's, shared
   std::vector<PlacedStorage> storages_;

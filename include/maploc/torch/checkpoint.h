@@ -63,6 +63,12 @@ struct SetMember {
   std::uint64_t file_bytes = 0; ///< size of the file
 };
 
+/// Where a storage's bytes lie in a file on disk, unchanged (stored, not deflated or assembled).
+struct FileRange {
+  std::string path;         ///< the file to read
+  std::uint64_t offset = 0; ///< of the storage's first byte
+};
+
 /// A kDcp BYTE_IO item: torch.save bytes of a non-tensor value, listed, never unpickled.
 struct ByteItem {
   std::string name;             ///< the state_dict key ("step", "optimizer.param_groups")
@@ -181,6 +187,10 @@ class Checkpoint {
   Bytes storage_bytes(const Storage& storage) const;
   /// The same by index into storages() (kInvalidArgument when out of range).
   Bytes storage_bytes(std::size_t storage_index) const;
+  /// Where storage_bytes(i) lies in a file on disk (a set member's file for
+  /// kSet), for readers that read part of a storage with pread; nullopt for
+  /// deflated records, DCP tensors, and checkpoints opened from memory.
+  std::optional<FileRange> storage_file_range(std::size_t storage_index) const;
 
   struct State;  ///< implementation detail
 
