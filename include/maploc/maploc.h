@@ -26,6 +26,7 @@
 #include "maploc/torch/safetensors.h"
 #include "maploc/torch/verify.h"
 #include "maploc/torch/write.h"
+#include "maploc/torch/write_set.h"
 #include "maploc/remap/device.h"
 #include "maploc/remap/map_location.h"
 #include "maploc/remap/plan.h"

@@ -1,5 +1,7 @@
 // cmd_convert.cpp - `maploc convert IN OUT`: torch checkpoints to safetensors and back.
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -9,6 +11,7 @@
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/safetensors.h"
 #include "maploc/torch/write.h"
+#include "maploc/torch/write_set.h"
 
 namespace maploc::cli {
 namespace {
@@ -29,7 +32,52 @@ std::string target_of(const Args& args) {
   return ends_with(args.positional[1], ".safetensors") ? "safetensors" : "torch";
 }
 
+// "5GB", "500MB", "64MiB", "1000": bytes (decimal units as huggingface_hub reads them).
+std::uint64_t size_of(const std::string& text) {
+  static constexpr std::pair<std::string_view, std::uint64_t> kUnits[] = {
+      {"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}, {"GB", 1'000'000'000},
+      {"MB", 1'000'000},   {"KB", 1'000},       {"B", 1},           {"", 1}};
+  for (const auto& [unit, scale] : kUnits) {
+    if (!ends_with(text, unit)) continue;
+    const std::string digits = text.substr(0, text.size() - unit.size());
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(digits.c_str(), &end, 10);
+    if (digits.empty() || *end != '\0' || digits[0] == '-' || n == 0 || n > UINT64_MAX / scale) break;
+    return n * scale;
+  }
+  throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+              "--shard-size takes a size such as 5GB, 500MB or 64MiB, not '" + text + "'");
+}
+
 }  // namespace
+
+int write_set_command(const Args& args, const torch::Checkpoint& checkpoint, const std::string& out_dir,
+                      bool safetensors, std::vector<std::string> locations) {
+  torch::SetWriteOptions options;
+  options.safetensors = safetensors;
+  options.max_shard_bytes = size_of(args.get("shard-size"));
+  options.archive.locations = std::move(locations);
+  options.st.duplicate_tied = args.has("duplicate-tied");
+  options.st.metadata.emplace_back("maploc.source", checkpoint.path());
+  const auto report = torch::save_set(checkpoint, out_dir, options);
+  if (args.has("json")) {
+    OutBuffer out(OutBuffer::Mode::kWhole);
+    JsonWriter w(out.text());
+    w.begin_object().field("data_bytes", report.data_bytes).key("files").begin_array();
+    for (const auto& [file, n] : report.files) w.begin_object().field("file", file).field("tensors", n).end_object();
+    w.end_array().field("index", report.index).field("input", checkpoint.path());
+    w.field("input_format", torch::format_name(checkpoint.format())).field("output", out_dir);
+    w.field("output_format", safetensors ? "safetensors" : "torch").end_object();
+    out.append('\n');
+    out.finish();
+    return kExitOk;
+  }
+  std::printf("wrote %s: %zu shards, %s, index %s\n", out_dir.c_str(), report.files.size(),
+              human_bytes(report.data_bytes).c_str(), report.index.c_str());
+  for (const auto& [file, n] : report.files) std::printf("  %s  %zu tensors\n", file.c_str(), n);
+  for (const auto& [name, kept] : report.tied) std::printf("  tied: %s is %s (one copy)\n", name.c_str(), kept.c_str());
+  return kExitOk;
+}
 
 int cmd_convert(const Args& args) {
   if (args.positional.size() != 2) {
@@ -39,6 +87,10 @@ int cmd_convert(const Args& args) {
   const std::string& out_path = args.positional[1];
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   const std::string target = target_of(args);
+  if (args.has("shard-size")) {
+    return write_set_command(args, checkpoint, out_path, target == "safetensors",
+                             std::vector<std::string>(checkpoint.storages().size()));
+  }
   OutBuffer out(OutBuffer::Mode::kWhole);
   JsonWriter w(out.text());
   // Keys in byte order: data_bytes, input, input_format, [layout, notes,] output, output_format, [storages | tensors, tied].

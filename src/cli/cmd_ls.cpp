@@ -68,6 +68,16 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return out + "]";
 }
 
+// The alignment of storage i's first byte in its file: the largest power of two (up to 4096)
+// dividing its offset; 0 when the bytes are not a plain range of a file (deflated, DCP).
+std::uint64_t alignment_of(const torch::Checkpoint& ckpt, std::size_t i) {
+  const auto range = ckpt.storage_file_range(i);
+  if (!range) return 0;
+  std::uint64_t a = 1;
+  while (a < 4096 && range->offset % (a * 2) == 0) a *= 2;
+  return a;
+}
+
 std::uint64_t tensor_bytes(const torch::Tensor& t) { return t.numel() * torch::element_size(t.dtype); }
 
 void print_json(const torch::Checkpoint& ckpt, bool hash) {
@@ -114,7 +124,9 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   w.field("pickle_protocol", ckpt.pickle_protocol());
   w.key("storages").begin_array();
   for (const auto& s : storages) {
-    w.begin_object().field("dtype", torch::dtype_name(s.dtype));
+    w.begin_object();
+    if (const auto a = alignment_of(ckpt, static_cast<std::size_t>(&s - storages.data()))) w.field("alignment", a);
+    w.field("dtype", torch::dtype_name(s.dtype));
     if (set) w.field("file", ckpt.members()[ckpt.member_of_storage(static_cast<std::size_t>(&s - storages.data()))].path);
     w.field("key", s.key)
         .field("location", s.location)
@@ -243,6 +255,18 @@ void print_table(const torch::Checkpoint& ckpt) {
   }
   for (const auto& [k, v] : ckpt.metadata()) {
     if (ckpt.format() == torch::Format::kSet) out.printf("  index metadata %s: %s (not trusted)\n", k.c_str(), v.c_str());
+  }
+  std::size_t at64 = 0, at_element = 0, below = 0;
+  for (std::size_t i = 0; i < storages.size(); ++i) {
+    const auto a = alignment_of(ckpt, i);
+    if (a == 0) continue;
+    if (a >= 64) ++at64;
+    else if (a >= torch::element_size(storages[i].dtype)) ++at_element;
+    else ++below;
+  }
+  if (at64 + at_element + below > 0) {
+    out.printf("alignment in the file: %zu storages at 64 bytes or more, %zu at their element size only, "
+               "%zu below it\n", at64, at_element, below);
   }
   for (const auto& b : ckpt.byte_items()) {
     out.printf("  BYTE_IO item %s: %llu bytes at %llu in %s%s\n", b.name.c_str(), static_cast<unsigned long long>(b.length),

@@ -77,6 +77,7 @@ int cmd_remap(const Args& args) {
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   torch::ArchiveOptions options;
   options.locations = rewritten_tags(checkpoint, map);
+  if (args.has("shard-size")) return write_set_command(args, checkpoint, args.positional[1], false, options.locations);
   ProgressBar bar(args, "remapping");
   options.progress = bar.callback();
   const auto report = torch::save_archive(checkpoint, args.positional[1], options);

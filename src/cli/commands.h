@@ -52,6 +52,11 @@ int cmd_verify(const Args& args);
 /// raises kInvalidArgument for an unknown field or a bad number.
 Limits limits_of(const Args& args);
 
+/// convert/remap with --shard-size SIZE: write `checkpoint` into directory `out` as a sharded
+/// set with an index (torch::save_set); `locations` are the tags for torch shards.
+int write_set_command(const Args& args, const torch::Checkpoint& checkpoint, const std::string& out, bool safetensors,
+                      std::vector<std::string> locations);
+
 /// How the subcommands open checkpoints: limits_of(args), and non-fatal
 /// oddities (a tensor a set's index does not name, ...) printed to stderr.
 torch::Options open_options(const Args& args);

@@ -74,15 +74,19 @@ const Command kCommands[] = {
      "write a torch archive whose storages carry rewritten location tags",
      "  --map-location SPEC   the new tag of each storage (e.g. 'cuda:*->cpu')\n"
      "  --json                what was written, as JSON\n"
+     "  --shard-size SIZE     write OUT as a directory: pytorch_model-NNNNN-of-NNNNN.bin\n"
+     "                        shards of at most SIZE (5GB, 500MB, 64MiB) + an index\n"
      "OUT is written to a temporary file and renamed into place; IN is never touched.\n",
-     "json", "map-location"},
+     "json", "map-location shard-size"},
     {"convert", cmd_convert, "convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]",
      "torch checkpoint <-> safetensors (direction from OUT's extension or --to)",
      "  --to safetensors|torch   the output format when OUT's extension does not say\n"
      "  --duplicate-tied         write tensors that share a storage as separate copies\n"
      "                           (default: one copy, the others listed in __metadata__)\n"
-     "  --json                   what was written, as JSON\n",
-     "duplicate-tied json", "to"},
+     "  --json                   what was written, as JSON\n"
+     "  --shard-size SIZE        write OUT as a directory of shards of at most SIZE (5GB,\n"
+     "                           500MB, 64MiB) + an index, as huggingface_hub splits\n",
+     "duplicate-tied json", "to shard-size"},
     {"verify", cmd_verify, "verify FILE [--json]",
      "check container, records, CRC-32s, pickle and tensor bounds without loading",
      "  --json   the findings as JSON\n"

@@ -49,7 +49,9 @@ SafetensorsReport write_safetensors(const Checkpoint& c, const zip::Sink& sink, 
   std::vector<std::pair<std::string, std::string>> md = {{"format", "pt"},
                                                          {"maploc.source_format", std::string(format_name(c.format()))}};
   for (const Tensor& t : c.tensors()) {
-    if (t.is_component) continue;
+    if (t.is_component || (options.include && !options.include(static_cast<std::size_t>(&t - c.tensors().data())))) {
+      continue;
+    }
     check_convertible(t);
     if (t.name == "__metadata__") {
       fail(ErrorCode::kTorchNotConvertible, "a tensor named '__metadata__' clashes with the safetensors header key",
@@ -82,7 +84,10 @@ SafetensorsReport write_safetensors(const Checkpoint& c, const zip::Sink& sink, 
     offset += it.nbytes;
   }
   header += "}";
-  header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  // Spaces (the format allows trailing whitespace in the header) so the data section starts at a
+  // multiple of 64 in the file; tensors are contiguous there (the format allows no gaps), ordered
+  // by element size, so each starts at a multiple of its element size (safetensors#607).
+  header.append((64 - (8 + header.size()) % 64) % 64, ' ');
   std::uint8_t size_le[8];
   for (int i = 0; i < 8; ++i) size_le[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
   sink(size_le);

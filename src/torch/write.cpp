@@ -198,7 +198,7 @@ void write_dict_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer
   std::vector<std::size_t> order;  // storages in order of first reference
   for (std::size_t i = 0; i < c.tensors().size(); ++i) {
     const Tensor& t = c.tensors()[i];
-    if (t.is_component) continue;
+    if (t.is_component || (o.include && !o.include(i))) continue;
     if ((t.kind != TensorKind::kDense && t.kind != TensorKind::kStorage) || !t.storage) {
       fail(ErrorCode::kTorchNotConvertible,
            "tensor '" + t.name + "' is " + std::string(tensor_kind_name(t.kind)) +
@@ -267,7 +267,7 @@ ArchiveReport write_archive(const Checkpoint& checkpoint, const zip::Sink& sink,
   zo.alignment = options.alignment;
   zip::Writer zw(sink, zo);
   ArchiveReport report;
-  switch (checkpoint.format()) {
+  switch (options.include ? Format::kSet : checkpoint.format()) {
     case Format::kZip: write_zip_layout(checkpoint, options, zw, report); break;
     case Format::kLegacy: write_legacy_layout(checkpoint, options, zw, report); break;
     case Format::kTorchScript:

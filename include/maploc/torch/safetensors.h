@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -39,6 +40,8 @@ struct SafetensorsOptions {
   Progress progress{};
   /// Extra `__metadata__` entries (written after maploc's own).
   std::vector<std::pair<std::string, std::string>> metadata;
+  /// When set, only the tensors (indices into Checkpoint::tensors()) it accepts are written (one shard of a set).
+  std::function<bool(std::size_t tensor)> include;
 };
 
 /// What was written.

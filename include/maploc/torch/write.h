@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct ArchiveOptions {
   std::string archive_name;
   /// Told how many storage bytes are written (see maploc::Progress).
   Progress progress{};
+  /// When set, only the tensors (indices into Checkpoint::tensors()) it accepts are written, as
+  /// a dict name -> tensor whatever the input's format (one shard of a set).
+  std::function<bool(std::size_t tensor)> include;
 };
 
 /// What write_archive() did, for the CLI to tell the user.
