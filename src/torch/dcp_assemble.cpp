@@ -103,16 +103,24 @@ Bytes assemble_dcp(const DcpLayout& layout, const Storage& storage, std::size_t 
       }
       v *= static_cast<std::uint64_t>(chunk.sizes[d]);
     }
+    if (v > storage.numel - std::min(volume, storage.numel)) {
+      bad("the chunks of '" + fqn + "' hold more elements than the tensor", fqn);
+    }
     volume += v;
   }
   if (volume != storage.numel) {
     bad("the chunks of '" + fqn + "' hold " + std::to_string(volume) + " elements, the tensor " +
         std::to_string(storage.numel), fqn);
   }
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(storage.nbytes));
-  std::vector<bool> covered(static_cast<std::size_t>(storage.numel), false);
+  // Every chunk opened and checked before the tensor is allocated: its bytes exist (the chunk's own
+  // checkpoint checked its record against its tensor), so a metadata size cannot make us allocate
+  // what the files do not hold.
+  std::vector<Checkpoint> opened;
+  std::vector<const Tensor*> parts;
+  opened.reserve(chunks.size());
   for (const DcpChunk& chunk : chunks) {
-    const Checkpoint c = open_chunk(layout, chunk, fqn);
+    opened.push_back(open_chunk(layout, chunk, fqn));
+    const Checkpoint& c = opened.back();
     const Tensor* t = nullptr;
     for (const auto& x : c.tensors()) {
       if (!x.is_component && x.storage && (!layout.safetensors[chunk.file] || x.name == fqn)) {
@@ -130,9 +138,15 @@ Bytes assemble_dcp(const DcpLayout& layout, const Storage& storage, std::size_t 
       bad("the chunk of '" + fqn + "' in '" + file + "' is not a little-endian dense " +
           std::string(dtype_name(storage.dtype)) + " tensor of the chunk's sizes", fqn);
     }
-    const Bytes raw = c.storage_bytes(*t->storage);  // t lies inside it (validated on open)
-    const std::int64_t inner = t->stride.empty() ? 1 : t->stride.back();
-    for_each_row(*t, chunk, full_stride, [&](std::int64_t s, std::int64_t d, std::int64_t n) {
+    parts.push_back(t);
+  }
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(storage.nbytes));
+  std::vector<bool> covered(static_cast<std::size_t>(storage.numel), false);
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    const Tensor& t = *parts[k];
+    const Bytes raw = opened[k].storage_bytes(*t.storage);  // t lies inside it (validated on open)
+    const std::int64_t inner = t.stride.empty() ? 1 : t.stride.back();
+    for_each_row(t, chunks[k], full_stride, [&](std::int64_t s, std::int64_t d, std::int64_t n) {
       for (std::int64_t j = 0; j < n; ++j) {
         if (covered[static_cast<std::size_t>(d + j)]) bad("chunks of '" + fqn + "' overlap", fqn);
         covered[static_cast<std::size_t>(d + j)] = true;
