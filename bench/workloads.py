@@ -85,6 +85,42 @@ def w4(gen, gb):
     return d
 
 
+def w6(gen):
+    # ResNet-50's state_dict shapes (torchvision.models.resnet50, no torchvision needed), fp32:
+    # 320 tensors, 102 MB, the common vision case: tens of 1-20 MB convolutions and many small BN ones.
+    d = {}
+
+    def conv(name, out_c, in_c, k):
+        d[name + ".weight"] = torch.randn(out_c, in_c, k, k, generator=gen)
+
+    def bn(name, c):
+        d[name + ".weight"] = torch.rand(c, generator=gen)
+        d[name + ".bias"] = torch.randn(c, generator=gen)
+        d[name + ".running_mean"] = torch.randn(c, generator=gen)
+        d[name + ".running_var"] = torch.rand(c, generator=gen)
+        d[name + ".num_batches_tracked"] = torch.tensor(0)
+
+    conv("conv1", 64, 3, 7)
+    bn("bn1", 64)
+    in_c = 64
+    for li, (blocks, width) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512)), start=1):
+        for b in range(blocks):
+            p = f"layer{li}.{b}."
+            conv(p + "conv1", width, in_c, 1)
+            bn(p + "bn1", width)
+            conv(p + "conv2", width, width, 3)
+            bn(p + "bn2", width)
+            conv(p + "conv3", width * 4, width, 1)
+            bn(p + "bn3", width * 4)
+            if b == 0:
+                conv(p + "downsample.0", width * 4, in_c, 1)
+                bn(p + "downsample.1", width * 4)
+            in_c = width * 4
+    d["fc.weight"] = torch.randn(1000, 2048, generator=gen)
+    d["fc.bias"] = torch.randn(1000, generator=gen)
+    return d
+
+
 def w5(gen):
     # Edge semantics: views, shared storages, 0-d and 0-size tensors, every dtype torch can save.
     base = torch.randn(8, 6, generator=gen)
@@ -129,7 +165,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     manifest_path = os.path.join(args.out, "manifest.json")
     manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
-    makers = {"W1": w1, "W2": w2, "W3": w3, "W4": lambda g: w4(g, args.w4_gb), "W5": w5}
+    makers = {"W1": w1, "W2": w2, "W3": w3, "W4": lambda g: w4(g, args.w4_gb), "W5": w5,
+              "W6": w6}
     for wid in args.only.split(","):
         path = os.path.join(args.out, wid.lower() + ".pth")
         gen = torch.Generator().manual_seed(int(wid[1:]))

@@ -204,6 +204,35 @@ PlacedStorage host_allocate(std::uint64_t nbytes, bool pinned, const std::string
   return out;
 }
 
+HostArena host_arena(std::uint64_t bytes, const std::string& who) {
+  HostArena arena;
+  if (bytes == 0) return arena;
+  constexpr std::uint64_t kAlign = maploc::detail::kHugePage;
+  if (bytes > std::numeric_limits<std::size_t>::max() - 2 * kAlign) out_of_memory(bytes, who);
+  const auto len = static_cast<std::size_t>(bytes + kAlign);  // room to start on a huge-page boundary
+  void* p = maploc::detail::map_huge(len);
+  if (p == nullptr) out_of_memory(bytes, who);
+  arena.owner = std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+  const auto at = (reinterpret_cast<std::uintptr_t>(p) + kAlign - 1) / kAlign * kAlign;
+  arena.next = reinterpret_cast<std::uint8_t*>(at);
+  arena.end = arena.next + bytes;
+  return arena;
+}
+
+PlacedStorage host_allocate(HostArena& arena, std::uint64_t nbytes, const std::string& who) {
+  if (nbytes == 0 || host_arena_slice(nbytes) > static_cast<std::uint64_t>(arena.end - arena.next)) {
+    return host_allocate(nbytes, false, who);
+  }
+  PlacedStorage out;
+  out.device = Device::cpu();
+  out.nbytes = nbytes;
+  out.writable = true;
+  out.data = arena.next;
+  out.owner = std::shared_ptr<void>(arena.owner, arena.next);
+  arena.next += host_arena_slice(nbytes);
+  return out;
+}
+
 PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, bool pinned, const std::string& who) {
   PlacedStorage out = host_allocate(raw.size(), pinned, who);
   if (!raw.empty()) {

@@ -19,6 +19,27 @@ namespace maploc::remap::detail {
 /// mappings that may use transparent huge pages. Raises kRemapOutOfMemory.
 PlacedStorage host_allocate(std::uint64_t nbytes, bool pinned, const std::string& who);
 
+/// One fresh mapping (2 MiB-aligned, in transparent huge pages where the
+/// kernel has them) that the private copies of one load share: a mapping per
+/// storage holds whole huge pages only where it happens to be aligned, and a
+/// ResNet's 1-10 MB storages then take a fault per 4 KiB page. Each copy is a
+/// 64-byte-aligned slice whose owner keeps the whole mapping alive.
+struct HostArena {
+  std::shared_ptr<void> owner;
+  std::uint8_t* next = nullptr;
+  std::uint8_t* end = nullptr;
+};
+
+/// An arena for `bytes` in all (slices included); raises kRemapOutOfMemory.
+HostArena host_arena(std::uint64_t bytes, const std::string& who);
+
+/// A writable CPU storage of `nbytes` cut from `arena`, or from host_allocate()
+/// when the arena has no room left.
+PlacedStorage host_allocate(HostArena& arena, std::uint64_t nbytes, const std::string& who);
+
+/// Bytes a storage of `nbytes` takes in a HostArena.
+constexpr std::uint64_t host_arena_slice(std::uint64_t nbytes) { return (nbytes + 63) / 64 * 64; }
+
 /// A 64-byte-aligned private buffer holding `raw` with `swap_unit` elements
 /// byte-swapped (1 = plain copy); pinned memory when `pinned`.
 PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, bool pinned, const std::string& who);

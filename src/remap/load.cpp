@@ -85,7 +85,8 @@ std::int64_t file_offset_of(const torch::Checkpoint& checkpoint, const torch::St
 // for fill_host(), which reads them all at once after every allocation.
 template <class Names>
 PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, const LoadOptions& options,
-                            const std::optional<Bytes>& cow, Names& names, std::vector<detail::HostFill>& fills) {
+                            const std::optional<Bytes>& cow, Names& names, std::vector<detail::HostFill>& fills,
+                            detail::HostArena& arena) {
   const torch::Storage& s = checkpoint.storages()[i];
   const std::size_t unit = swap_unit_for(checkpoint, s);
   const Bytes raw = checkpoint.storage_bytes(i);
@@ -94,8 +95,10 @@ PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, 
   if (!copy && cow && !s.compressed && s.file_offset <= cow->size() && s.nbytes <= cow->size() - s.file_offset) {
     return detail::host_cow_view(*cow, s.file_offset, s.nbytes);
   }
-  PlacedStorage placed = detail::host_allocate(raw.size(), options.host == HostMemory::kPinned,
-                                               detail::describe_storage(s, names(i)));
+  const std::string who = detail::describe_storage(s, names(i));
+  PlacedStorage placed = options.host == HostMemory::kOwnedCopy
+                             ? detail::host_allocate(arena, raw.size(), who)
+                             : detail::host_allocate(raw.size(), options.host == HostMemory::kPinned, who);
   if (!raw.empty()) {
     fills.push_back({static_cast<std::uint8_t*>(placed.data), raw, unit, file_offset_of(checkpoint, s, raw)});
   }
@@ -183,6 +186,15 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   std::optional<Bytes> cow;
   if (options.writable && options.host == HostMemory::kMappedView) cow = copy_on_write_mapping(checkpoint);
 
+  // Private copies on the host share one mapping in huge pages (host_memory.h, HostArena).
+  detail::HostArena arena;
+  if (options.host == HostMemory::kOwnedCopy) {
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < storages.size(); ++i) {
+      if (plan.targets[i].kind == Device::Kind::kCpu) total += detail::host_arena_slice(storages[i].nbytes);
+    }
+    arena = detail::host_arena(total, "the private copies of " + checkpoint.path());
+  }
   std::vector<detail::UploadJob> jobs;
   std::vector<detail::HostFill> fills;
   for (std::size_t i = 0; i < storages.size(); ++i) {
@@ -195,7 +207,7 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
         placed.nbytes = s.nbytes;
         break;
       case Device::Kind::kCpu:
-        placed = place_on_host(checkpoint, i, options, cow, names, fills);
+        placed = place_on_host(checkpoint, i, options, cow, names, fills, arena);
         break;
       case Device::Kind::kCuda: {
         // Built only here: a mapped view never names its storage, and W1 has 30,000 of them.

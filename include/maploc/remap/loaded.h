@@ -25,7 +25,7 @@ namespace maploc::remap {
 enum class HostMemory : std::uint8_t {
   kMappedView,  ///< zero-copy views of the read-only file mapping (default); copies only where the
                 ///< bytes must change (big-endian files, deflated records)
-  kOwnedCopy,   ///< private, 64-byte-aligned, writable copies
+  kOwnedCopy,   ///< private, 64-byte-aligned, writable copies (one load's copies share one huge-page mapping, freed with the last of them)
   kPinned,      ///< page-locked copies (cudaMallocHost); needs a build with CUDA
 };
 
