@@ -42,10 +42,7 @@ install(FILES ${PROJECT_BINARY_DIR}/maploc-config.cmake ${PROJECT_BINARY_DIR}/ma
 
 # pkg-config: the shared library; `pkg-config --static` adds what it needs privately.
 set(MAPLOC_PC_REQUIRES_PRIVATE "zlib libcrypto libisal")
-set(MAPLOC_PC_LIBS_PRIVATE "")
-if(MAPLOC_HAVE_CUDA)
-  set(MAPLOC_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart")
-endif()
+set(MAPLOC_PC_LIBS_PRIVATE "-ldl")  # the CUDA runtime is loaded with dlopen, never linked
 # Relocatable: the prefix is found from where the .pc file lies.
 file(RELATIVE_PATH MAPLOC_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
 configure_file(${PROJECT_SOURCE_DIR}/third_party/maploc.pc.in ${PROJECT_BINARY_DIR}/maploc.pc @ONLY)

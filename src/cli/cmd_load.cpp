@@ -46,7 +46,7 @@ int cmd_load(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
                 "usage: maploc load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--populate] "
-                "[--arena] [--hash] [--json]");
+                "[--no-arena] [--hash] [--json]");
   }
   remap::LoadOptions options;
   options.map = map_location_of(args);
@@ -57,7 +57,7 @@ int cmd_load(const Args& args) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
                 "--populate maps the pages of file views: it needs --host view (copies are resident already)");
   }
-  options.cuda.arena = args.has("arena");
+  options.cuda.arena = !args.has("no-arena");
   remap::SliceReport slice_report;
   if (args.has("slice")) {
     auto spec = remap::SliceSpec::parse(args.get("slice"));

@@ -26,7 +26,7 @@ struct Command {
 };
 
 constexpr const char* kSpecHelp =
-    "SPEC: cpu | cuda | cuda:N | auto | meta | TAG->DEVICE[,...] | name:PATTERN->DEVICE[,...]\n"
+    "SPEC: cpu | cuda | cuda:N | cuda:local | auto | meta | TAG->DEVICE[,...] | name:PATTERN->DEVICE[,...]\n"
     "      globs with *, first match wins (docs/map-location.md)\n";
 
 const Command kCommands[] = {
@@ -44,14 +44,16 @@ const Command kCommands[] = {
      "  --json          {file, pickles: [{stream, start, end, opcodes: [{offset, byte, name,\n"
      "                  arg, note, depth}]}]}\n",
      "json", "record"},
-    {"plan", cmd_plan, "plan FILE [--map-location SPEC] [--json]",
+    {"plan", cmd_plan, "plan FILE [--map-location SPEC] [--devices cuda:0=SIZE,...] [--json]",
      "where each storage would go and the bytes per device, before reading any data",
      "  --map-location SPEC   where storages go (default: their saved tags)\n"
+     "  --devices LIST        plan for another machine: CUDA devices and their memory,\n"
+     "                        e.g. cuda:0=80GiB,cuda:1=80GiB (says per device if it fits)\n"
      "  --json                storages with their targets, and per-device totals\n"
      "Fails (exit 4/5) when a storage cannot be placed or a device lacks free memory.\n",
-     "json", "map-location"},
+     "json", "map-location devices"},
     {"load", cmd_load,
-     "load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--populate] [--arena] [--hash] [--json]",
+     "load FILE [--map-location SPEC] [--host view|copy|pinned] [--writable] [--populate] [--no-arena] [--hash] [--json]",
      "place every storage on its device; print the time and rate (and hashes)",
      "  --map-location SPEC   where storages go (default: their saved tags)\n"
      "  --host view|copy|pinned\n"
@@ -60,7 +62,7 @@ const Command kCommands[] = {
      "  --writable            writable copy-on-write views instead of read-only ones\n"
      "  --populate            with --host view: map every page before returning\n"
      "                        (MADV_POPULATE_READ), so that first use never faults\n"
-     "  --arena               one device allocation per GPU instead of one per storage\n"
+     "  --no-arena            one device allocation per storage instead of one per GPU\n"
      "  --hash                print every tensor's sha256 from the placed copy\n"
      "  --json                timings, per-device totals and tensors as JSON\n"
      "  --slice RULES         place only this rank's part of each tensor: RULES is\n"
@@ -69,7 +71,7 @@ const Command kCommands[] = {
      "  --rank R --world-size W\n"
      "                        this process's rank (default: RANK and WORLD_SIZE from the\n"
      "                        environment, as torchrun sets them)\n",
-     "writable populate arena hash json", "map-location host slice rank world-size"},
+     "writable populate no-arena hash json", "map-location host slice rank world-size"},
     {"remap", cmd_remap, "remap IN OUT --map-location SPEC [--json]",
      "write a torch archive whose storages carry rewritten location tags",
      "  --map-location SPEC   the new tag of each storage (e.g. 'cuda:*->cpu')\n"

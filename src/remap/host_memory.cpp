@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "maploc/error.h"
-#include "remap/cuda_backend.h"
+#include "remap/upload.h"
 #include "support/byteswap.h"
 #include "support/huge_chunks.h"
 
@@ -179,7 +179,8 @@ std::string why_unreadable(int err) {
 
 }  // namespace
 
-PlacedStorage host_allocate(std::uint64_t nbytes, bool pinned, const std::string& who) {
+PlacedStorage host_allocate(std::uint64_t nbytes, const std::shared_ptr<DeviceBackend>& pinned,
+                            const std::string& who) {
   PlacedStorage out;
   out.device = Device::cpu();
   out.nbytes = nbytes;
@@ -189,7 +190,7 @@ PlacedStorage host_allocate(std::uint64_t nbytes, bool pinned, const std::string
   const auto n = static_cast<std::size_t>(nbytes);
   void* p = nullptr;
   if (pinned) {
-    out.owner = cuda_allocate_pinned(n, &p, who);
+    out.owner = pinned_allocate(pinned, n, &p, who);
   } else if (n >= maploc::detail::kHugePage) {
     // Its own mapping in huge pages: 512 times fewer first-touch faults while filling.
     p = maploc::detail::map_huge(n);
@@ -221,7 +222,7 @@ HostArena host_arena(std::uint64_t bytes, const std::string& who) {
 
 PlacedStorage host_allocate(HostArena& arena, std::uint64_t nbytes, const std::string& who) {
   if (nbytes == 0 || host_arena_slice(nbytes) > static_cast<std::uint64_t>(arena.end - arena.next)) {
-    return host_allocate(nbytes, false, who);
+    return host_allocate(nbytes, nullptr, who);
   }
   PlacedStorage out;
   out.device = Device::cpu();
@@ -233,7 +234,8 @@ PlacedStorage host_allocate(HostArena& arena, std::uint64_t nbytes, const std::s
   return out;
 }
 
-PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, bool pinned, const std::string& who) {
+PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, const std::shared_ptr<DeviceBackend>& pinned,
+                        const std::string& who) {
   PlacedStorage out = host_allocate(raw.size(), pinned, who);
   if (!raw.empty()) {
     maploc::detail::copy_swapped(static_cast<std::uint8_t*>(out.data), raw.data(), raw.size(), swap_unit);
@@ -308,13 +310,17 @@ PlacedStorage host_cow_view(const Bytes& cow, std::uint64_t file_offset, std::ui
   return out;
 }
 
-Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who) {
+Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who, DeviceBackend* backend) {
   switch (placed.device.kind) {
     case Device::Kind::kCpu:
       return Bytes(placed.owner, static_cast<const std::uint8_t*>(placed.data), placed.nbytes);
     case Device::Kind::kCuda: {
+      if (backend == nullptr) {
+        throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap, who + " lives on " + placed.device.str() +
+                                                                          " but no device runtime is available");
+      }
       std::vector<std::uint8_t> host(placed.nbytes);
-      cuda_download(placed.device.index, placed.data, host.data(), placed.nbytes, who);
+      device_download(*backend, placed.device.index, placed.data, host.data(), placed.nbytes, who);
       return Bytes::owned(std::move(host));
     }
     case Device::Kind::kMeta: break;

@@ -10,14 +10,17 @@
 
 #include "maploc/bytes.h"
 #include "maploc/remap/loaded.h"
+#include "remap/device_backend.h"
 #include "support/progress_meter.h"
 
 namespace maploc::remap::detail {
 
 /// A 64-byte-aligned private buffer of `nbytes` bytes, not yet filled;
-/// pinned memory when `pinned`. Large buffers are page-aligned anonymous
-/// mappings that may use transparent huge pages. Raises kRemapOutOfMemory.
-PlacedStorage host_allocate(std::uint64_t nbytes, bool pinned, const std::string& who);
+/// pinned memory of `pinned` when that is not null. Large buffers are
+/// page-aligned anonymous mappings that may use transparent huge pages.
+/// Raises kRemapOutOfMemory.
+PlacedStorage host_allocate(std::uint64_t nbytes, const std::shared_ptr<DeviceBackend>& pinned,
+                            const std::string& who);
 
 /// One fresh mapping (2 MiB-aligned, in transparent huge pages where the
 /// kernel has them) that the private copies of one load share: a mapping per
@@ -41,8 +44,9 @@ PlacedStorage host_allocate(HostArena& arena, std::uint64_t nbytes, const std::s
 constexpr std::uint64_t host_arena_slice(std::uint64_t nbytes) { return (nbytes + 63) / 64 * 64; }
 
 /// A 64-byte-aligned private buffer holding `raw` with `swap_unit` elements
-/// byte-swapped (1 = plain copy); pinned memory when `pinned`.
-PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, bool pinned, const std::string& who);
+/// byte-swapped (1 = plain copy); pinned memory of `pinned` when not null.
+PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, const std::shared_ptr<DeviceBackend>& pinned,
+                        const std::string& who);
 
 /// One destination of fill_host(): `src.size()` bytes to `dst`.
 struct HostFill {
@@ -92,7 +96,8 @@ void populate_host(std::span<const PlacedStorage> storages, unsigned threads,
                    const std::function<std::string(std::size_t)>& describe);
 
 /// The bytes of a placed storage as host Bytes: a view for CPU storages, a
-/// downloaded copy for CUDA ones. Raises kInvalidArgument for meta storages.
-Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who);
+/// copy downloaded through `backend` for CUDA ones. Raises kInvalidArgument
+/// for meta storages.
+Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who, DeviceBackend* backend);
 
 }  // namespace maploc::remap::detail

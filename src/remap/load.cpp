@@ -11,10 +11,10 @@
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/remap/plan.h"
-#include "remap/cuda_backend.h"
 #include "remap/host_memory.h"
 #include "remap/load_slice.h"
 #include "remap/storage_names.h"
+#include "remap/upload.h"
 #include "support/flat_index.h"
 
 namespace maploc::remap {
@@ -33,7 +33,8 @@ struct Arenas {
   std::vector<std::uint64_t> offsets;           // per storage
 };
 
-Arenas make_arenas(const torch::Checkpoint& checkpoint, const Plan& plan, int device_count) {
+Arenas make_arenas(const torch::Checkpoint& checkpoint, const Plan& plan, const DeviceInventory& inventory) {
+  const int device_count = inventory.cuda_device_count;
   Arenas a;
   a.owners.resize(static_cast<std::size_t>(device_count));
   a.bases.resize(static_cast<std::size_t>(device_count), nullptr);
@@ -49,7 +50,9 @@ Arenas make_arenas(const torch::Checkpoint& checkpoint, const Plan& plan, int de
     const auto ud = static_cast<std::size_t>(d);
     if (sizes[ud] == 0) continue;
     void* base = nullptr;
-    a.owners[ud] = detail::cuda_allocate(d, sizes[ud], &base, "the arena of cuda:" + std::to_string(d));
+    a.owners[ud] = detail::device_allocate(inventory.backend, d, sizes[ud], &base,
+                                           "the arena of cuda:" + std::to_string(d) + " (" +
+                                               std::to_string(sizes[ud]) + " bytes for its storages)");
     a.bases[ud] = static_cast<std::uint8_t*>(base);
   }
   return a;
@@ -86,7 +89,7 @@ std::int64_t file_offset_of(const torch::Checkpoint& checkpoint, const torch::St
 template <class Names>
 PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, const LoadOptions& options,
                             const std::optional<Bytes>& cow, Names& names, std::vector<detail::HostFill>& fills,
-                            detail::HostArena& arena) {
+                            detail::HostArena& arena, const std::shared_ptr<DeviceBackend>& backend) {
   const torch::Storage& s = checkpoint.storages()[i];
   const std::size_t unit = swap_unit_for(checkpoint, s);
   const Bytes raw = checkpoint.storage_bytes(i);
@@ -98,7 +101,7 @@ PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, 
   const std::string who = detail::describe_storage(s, names(i));
   PlacedStorage placed = options.host == HostMemory::kOwnedCopy
                              ? detail::host_allocate(arena, raw.size(), who)
-                             : detail::host_allocate(raw.size(), options.host == HostMemory::kPinned, who);
+                             : detail::host_allocate(raw.size(), options.host == HostMemory::kPinned ? backend : nullptr, who);
   if (!raw.empty()) {
     fills.push_back({static_cast<std::uint8_t*>(placed.data), raw, unit, file_offset_of(checkpoint, s, raw)});
   }
@@ -112,13 +115,13 @@ class FileForReads {
  public:
   FileForReads(const torch::Checkpoint& checkpoint, const std::vector<detail::HostFill>& fills) {
     const auto first = std::find_if(fills.begin(), fills.end(), [](const auto& f) { return f.file_offset >= 0; });
-    if (first == fills.end() || checkpoint.archive() == nullptr) return;
-    fd_ = ::open(checkpoint.path().c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st {};
-    if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) ||
-        static_cast<std::uint64_t>(st.st_size) != checkpoint.archive()->file_bytes().size() || !same_bytes(*first)) {
-      close();
-    }
+    if (first == fills.end()) return;
+    open_checked(checkpoint, first->file_offset, first->src);
+  }
+  FileForReads(const torch::Checkpoint& checkpoint, const std::vector<detail::UploadJob>& jobs) {
+    const auto first = std::find_if(jobs.begin(), jobs.end(), [](const auto& j) { return j.file_offset >= 0; });
+    if (first == jobs.end()) return;
+    open_checked(checkpoint, first->file_offset, first->source);
   }
   ~FileForReads() { close(); }
   FileForReads(const FileForReads&) = delete;
@@ -126,12 +129,22 @@ class FileForReads {
   int fd() const noexcept { return fd_; }
 
  private:
+  void open_checked(const torch::Checkpoint& checkpoint, std::int64_t offset, const Bytes& src) {
+    if (checkpoint.archive() == nullptr) return;
+    fd_ = ::open(checkpoint.path().c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<std::uint64_t>(st.st_size) != checkpoint.archive()->file_bytes().size() ||
+        !same_bytes(offset, src)) {
+      close();
+    }
+  }
   // The first bytes of one storage read through the descriptor equal the mapping's.
-  bool same_bytes(const detail::HostFill& f) const {
+  bool same_bytes(std::int64_t offset, const Bytes& src) const {
     std::uint8_t probe[4096];
-    const std::size_t n = std::min<std::size_t>(sizeof probe, f.src.size());
-    return ::pread(fd_, probe, n, static_cast<off_t>(f.file_offset)) == static_cast<ssize_t>(n) &&
-           std::memcmp(probe, f.src.data(), n) == 0;
+    const std::size_t n = std::min<std::size_t>(sizeof probe, src.size());
+    return ::pread(fd_, probe, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n) &&
+           std::memcmp(probe, src.data(), n) == 0;
   }
   void close() noexcept {
     if (fd_ >= 0) ::close(fd_);
@@ -154,6 +167,14 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,
                 "pinned host memory needs a build with CUDA; use owned copies or mapped views instead");
   }
+  if (options.host == HostMemory::kPinned && inventory.cuda_device_count == 0) {
+    throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap,
+                "pinned host memory needs a CUDA device, but " +
+                    (inventory.cuda_note.empty() ? std::string("none is present") : inventory.cuda_note) +
+                    "; use owned copies or mapped views instead");
+  }
+  // load() selects devices to allocate and copy: the caller's current device comes back on every path.
+  const detail::DeviceGuard guard(inventory.backend.get());
   const Plan plan = make_plan(checkpoint, options.map, inventory);
   check_fits(plan);
 
@@ -181,8 +202,14 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
                 "the plan places storages on CUDA devices, but this maploc was built without CUDA "
                 "(configure with -DMAPLOC_CUDA=ON, or map them to cpu)");
   }
+  if (any_cuda && !inventory.backend) {
+    throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap,
+                "the plan places storages on CUDA devices, but no device runtime is available" +
+                    (inventory.cuda_note.empty() ? std::string() : " (" + inventory.cuda_note + ")") +
+                    "; map them to cpu");
+  }
   Arenas arenas;
-  if (any_cuda && options.cuda.arena) arenas = make_arenas(checkpoint, plan, inventory.cuda_device_count);
+  if (any_cuda && options.cuda.arena) arenas = make_arenas(checkpoint, plan, inventory);
   std::optional<Bytes> cow;
   if (options.writable && options.host == HostMemory::kMappedView) cow = copy_on_write_mapping(checkpoint);
 
@@ -207,7 +234,7 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
         placed.nbytes = s.nbytes;
         break;
       case Device::Kind::kCpu:
-        placed = place_on_host(checkpoint, i, options, cow, names, fills, arena);
+        placed = place_on_host(checkpoint, i, options, cow, names, fills, arena, inventory.backend);
         break;
       case Device::Kind::kCuda: {
         // Built only here: a mapped view never names its storage, and W1 has 30,000 of them.
@@ -220,9 +247,11 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
           placed.data = arenas.bases[d] + arenas.offsets[i];
           placed.owner = arenas.owners[d];
         } else {
-          placed.owner = detail::cuda_allocate(target.index, s.nbytes, &placed.data, who);
+          placed.owner = detail::device_allocate(inventory.backend, target.index, s.nbytes, &placed.data, who);
         }
-        jobs.push_back({checkpoint.storage_bytes(i), swap_unit_for(checkpoint, s), placed.data, target.index, who});
+        const Bytes raw = checkpoint.storage_bytes(i);
+        const std::int64_t at = file_offset_of(checkpoint, s, raw);
+        jobs.push_back({raw, at, swap_unit_for(checkpoint, s), placed.data, target.index, who});
         break;
       }
     }
@@ -239,7 +268,10 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     detail::populate_host(out.storages_, host_threads_of(options),
                           [&](std::size_t i) { return detail::describe_storage(storages[i], names(i)); });
   }
-  if (!jobs.empty()) detail::cuda_upload(jobs, options.cuda, &meter);
+  if (!jobs.empty()) {
+    const FileForReads file(checkpoint, jobs);
+    detail::upload(*inventory.backend, jobs, file.fd(), options.cuda, &meter);
+  }
   return out;
 }
 

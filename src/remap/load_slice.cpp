@@ -9,9 +9,9 @@
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/remap/plan.h"
-#include "remap/cuda_backend.h"
 #include "remap/host_memory.h"
 #include "remap/load_slice.h"
+#include "remap/upload.h"
 #include "support/flat_index.h"
 
 namespace maploc::remap {
@@ -175,6 +175,7 @@ Loaded load_sliced(const torch::Checkpoint& checkpoint, const LoadOptions& optio
   }
 
   // Read: pread from the file where the parent storage is a plain range of one, else copy from its bytes.
+  const detail::DeviceGuard guard(inventory.backend.get());
   Files files;
   std::vector<Bytes> bytes(parts.size());
   std::vector<PlacedStorage> placed(parts.size());
@@ -199,9 +200,10 @@ Loaded load_sliced(const torch::Checkpoint& checkpoint, const LoadOptions& optio
     }
     const std::size_t unit = checkpoint.byteorder() == torch::ByteOrder::kBig ? torch::swap_unit(s.dtype) : 1;
     if (target.kind == Device::Kind::kCuda) {
-      placed[i].owner = detail::cuda_allocate(target.index, p.nbytes, &placed[i].data, "slice of storage '" + s.key + "'");
+      placed[i].owner = detail::device_allocate(inventory.backend, target.index, p.nbytes, &placed[i].data,
+                                                "slice of storage '" + s.key + "'");
       placed[i].writable = true;
-      jobs.push_back({buf, unit, placed[i].data, target.index, "slice of storage '" + s.key + "'"});
+      jobs.push_back({buf, -1, unit, placed[i].data, target.index, "slice of storage '" + s.key + "'"});
       continue;
     }
     for (std::uint64_t k = 0; unit > 1 && k + unit <= p.nbytes; k += unit) std::reverse(dst + k, dst + k + unit);
@@ -209,7 +211,7 @@ Loaded load_sliced(const torch::Checkpoint& checkpoint, const LoadOptions& optio
     placed[i].writable = true;
     placed[i].owner = std::shared_ptr<void>(std::const_pointer_cast<void>(buf.owner()), dst);
   }
-  if (!jobs.empty()) detail::cuda_upload(jobs, options.cuda, nullptr);
+  if (!jobs.empty()) detail::upload(*inventory.backend, jobs, -1, options.cuda, nullptr);
   if (options.slice_report) *options.slice_report = report;
   return make_loaded(std::move(tensors), std::move(placed), inventory);
 }

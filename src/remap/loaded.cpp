@@ -6,8 +6,8 @@
 #include "maploc/remap/loaded.h"
 #include "maploc/sha256.h"
 #include "maploc/torch/hash.h"
-#include "remap/cuda_backend.h"
 #include "remap/host_memory.h"
+#include "remap/upload.h"
 #include "support/flat_index.h"
 
 namespace maploc::remap {
@@ -24,9 +24,10 @@ std::string storage_who(std::size_t storage, const std::vector<torch::Tensor>& t
 // message is looked for only where a message may need it (a copy from CUDA, meta):
 // a scan of every tensor per call made hashing every tensor quadratic (30,000
 // tensors: 1.8 s).
-Bytes host_bytes_named(const PlacedStorage& placed, std::size_t storage, const std::vector<torch::Tensor>& tensors) {
-  return detail::host_bytes_of(placed, placed.device.kind == Device::Kind::kCpu ? std::string()
-                                                                                 : storage_who(storage, tensors));
+Bytes host_bytes_named(const PlacedStorage& placed, std::size_t storage, const std::vector<torch::Tensor>& tensors,
+                       DeviceBackend* backend) {
+  return detail::host_bytes_of(
+      placed, placed.device.kind == Device::Kind::kCpu ? std::string() : storage_who(storage, tensors), backend);
 }
 
 std::string shape_str(std::span<const std::int64_t> shape) {
@@ -41,6 +42,33 @@ std::string name_list(const std::vector<std::string>& names) {
   for (std::size_t i = 0; i < shown; ++i) out += (i ? ", '" : "'") + names[i] + "'";
   if (names.size() > shown) out += " and " + std::to_string(names.size() - shown) + " more";
   return out;
+}
+
+// Every destination is memory of the kind it claims: device memory of its
+// device for CUDA, and never device memory for the CPU (pointer attributes).
+void check_destinations(std::span<const Destination> destinations, const std::vector<std::size_t>& matched,
+                        DeviceBackend* backend) {
+  for (std::size_t d = 0; d < destinations.size(); ++d) {
+    const Destination& dst = destinations[d];
+    if (matched[d] == SIZE_MAX || dst.device.kind == Device::Kind::kMeta) continue;
+    if (backend == nullptr || backend->device_count() == 0) {
+      // Without a device there is no device memory to mistake for the host's.
+      if (dst.device.kind == Device::Kind::kCpu) continue;
+      throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap,
+                  "the destination of tensor '" + dst.name + "' is on " + dst.device.str() +
+                      " but no device runtime is available");
+    }
+    DeviceBackend::PointerInfo info;
+    detail::check_device(*backend, backend->pointer_info(dst.data, &info),
+                         "asking what memory the destination of tensor '" + dst.name + "' is");
+    const bool on_device = info.kind == DeviceBackend::PointerKind::kDevice;
+    if (dst.device.kind == Device::Kind::kCuda ? !on_device || info.device != dst.device.index : on_device) {
+      throw Error(ErrorCode::kInvalidArgument, Stage::kRemap,
+                  "the destination of tensor '" + dst.name + "' is said to be on " + dst.device.str() + " but it is " +
+                      (on_device ? "device memory of cuda:" + std::to_string(info.device) : std::string("host memory")) +
+                      "; pass the device the buffer was allocated on");
+    }
+  }
 }
 
 }  // namespace
@@ -81,32 +109,63 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
   decide(refs, MapLocation::all_to(device.str()), inventory_);
 
   // Build every new placement first, commit only when all succeeded.
+  DeviceBackend* backend = inventory_.backend.get();
+  const detail::DeviceGuard guard(backend);
   std::vector<PlacedStorage> placed(moving.size());
-  std::vector<detail::UploadJob> jobs;
-  for (std::size_t k = 0; k < moving.size(); ++k) {
-    const std::string who = storage_who(moving[k], *tensors_);
-    if (device.kind == Device::Kind::kMeta) {
-      placed[k].device = device;
-      placed[k].nbytes = storages_[moving[k]].nbytes;
-      continue;
+  std::vector<std::string> who(moving.size());
+  for (std::size_t k = 0; k < moving.size(); ++k) who[k] = storage_who(moving[k], *tensors_);
+  // To a CUDA device: one allocation for all, storages at aligned offsets.
+  std::shared_ptr<void> block;
+  std::vector<std::uint64_t> offsets(moving.size(), 0);
+  if (device.kind == Device::Kind::kCuda) {
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < moving.size(); ++k) {
+      offsets[k] = total;
+      total += (storages_[moving[k]].nbytes + 255) / 256 * 256;
     }
-    const Bytes bytes = detail::host_bytes_of(storages_[moving[k]], who);
-    if (device.kind == Device::Kind::kCpu) {
-      placed[k] = detail::host_copy(bytes, 1, false, who);
-      continue;
+    void* base = nullptr;
+    block = detail::device_allocate(inventory_.backend, device.index, total, &base,
+                                    who.front() + (moving.size() > 1 ? " and the " + std::to_string(moving.size() - 1) +
+                                                                           " other storage(s) moving with it"
+                                                                     : std::string()));
+    for (std::size_t k = 0; k < moving.size(); ++k) {
+      placed[k].data = static_cast<std::uint8_t*>(base) + offsets[k];
+      placed[k].owner = block;
     }
-    placed[k].device = device;
-    placed[k].nbytes = bytes.size();
-    placed[k].writable = true;
-    placed[k].owner = detail::cuda_allocate(device.index, bytes.size(), &placed[k].data, who);
-    jobs.push_back({bytes, 1, placed[k].data, device.index, who});
   }
-  if (!jobs.empty()) detail::cuda_upload(jobs, CudaOptions{});
+  std::vector<detail::UploadJob> jobs;
+  std::vector<detail::PeerCopy> peers;
+  for (std::size_t k = 0; k < moving.size(); ++k) {
+    const PlacedStorage& from = storages_[moving[k]];
+    placed[k].device = device;
+    placed[k].nbytes = from.nbytes;
+    placed[k].writable = device.kind != Device::Kind::kMeta;
+    switch (device.kind) {
+      case Device::Kind::kMeta: break;
+      case Device::Kind::kCpu:
+        if (from.device.kind == Device::Kind::kCuda) {  // straight into its new host buffer
+          placed[k] = detail::host_allocate(from.nbytes, nullptr, who[k]);
+          detail::device_download(*backend, from.device.index, from.data, placed[k].data, from.nbytes, who[k]);
+        } else {
+          placed[k] = detail::host_copy(detail::host_bytes_of(from, who[k], backend), 1, nullptr, who[k]);
+        }
+        break;
+      case Device::Kind::kCuda:
+        if (from.device.kind == Device::Kind::kCuda) {  // device to device, never through the host
+          peers.push_back({placed[k].data, device.index, from.data, from.device.index, from.nbytes, who[k]});
+        } else {
+          jobs.push_back({detail::host_bytes_of(from, who[k], backend), -1, 1, placed[k].data, device.index, who[k]});
+        }
+        break;
+    }
+  }
+  if (!peers.empty()) detail::device_copy(*backend, peers);
+  if (!jobs.empty()) detail::upload(*backend, jobs, -1, CudaOptions{});
   for (std::size_t k = 0; k < moving.size(); ++k) storages_[moving[k]] = std::move(placed[k]);
 }
 
 std::vector<std::uint8_t> Loaded::host_bytes(std::size_t storage) const {
-  const Bytes b = host_bytes_named(storages_.at(storage), storage, *tensors_);
+  const Bytes b = host_bytes_named(storages_.at(storage), storage, *tensors_, inventory_.backend.get());
   return std::vector<std::uint8_t>(b.data(), b.data() + b.size());
 }
 
@@ -117,7 +176,7 @@ std::string Loaded::tensor_sha256(std::size_t tensor) const {
                 "tensor '" + t.name + "' has no storage of its own (kind " +
                     std::string(torch::tensor_kind_name(t.kind)) + "); hash its components instead");
   }
-  const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_);
+  const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_, inventory_.backend.get());
   Sha256 sha;
   torch::for_each_value_chunk(t, bytes, torch::ByteOrder::kLittle,
                               [&](std::span<const std::uint8_t> chunk) { sha.update(chunk); });
@@ -156,12 +215,15 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
     throw Error(ErrorCode::kRemapStateDictMismatch, Stage::kRemap,
                 msg + " pass strict=false to load the names that match");
   }
+  DeviceBackend* backend = inventory_.backend.get();
+  const detail::DeviceGuard guard(backend);
+  check_destinations(destinations, matched, backend);
   std::vector<detail::UploadJob> jobs;
   for (std::size_t d = 0; d < destinations.size(); ++d) {
     if (matched[d] == SIZE_MAX) continue;
     const torch::Tensor& t = (*tensors_)[matched[d]];
     const Destination& dst = destinations[d];
-    const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_);
+    const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_, backend);
     std::vector<std::uint8_t> staged;
     auto* out = static_cast<std::uint8_t*>(dst.data);
     if (dst.device.kind != Device::Kind::kCpu) out = nullptr;
@@ -174,11 +236,11 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
       }
     });
     if (dst.device.kind == Device::Kind::kCuda) {
-      jobs.push_back({Bytes::owned(std::move(staged)), 1, dst.data, dst.device.index, "tensor '" + t.name + "'"});
+      jobs.push_back({Bytes::owned(std::move(staged)), -1, 1, dst.data, dst.device.index, "tensor '" + t.name + "'"});
     }
     report.loaded.push_back(dst.name);
   }
-  if (!jobs.empty()) detail::cuda_upload(jobs, CudaOptions{});
+  if (!jobs.empty()) detail::upload(*backend, jobs, -1, CudaOptions{});
   return report;
 }
 

@@ -1,7 +1,9 @@
 // map_location.cpp - SPEC parsing and the per-storage placement decision (pytorch-format.md §5.2-§5.3).
 #include "maploc/remap/map_location.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "maploc/error.h"
 
@@ -41,6 +43,13 @@ std::string who(const StorageRef& s) {
   return out;
 }
 
+// "cuda:0, cuda:1" (the first few).
+std::string device_list(int count) {
+  std::string out;
+  for (int d = 0; d < std::min(count, 8); ++d) out += (d ? ", cuda:" : "cuda:") + std::to_string(d);
+  return count > 8 ? out + ", ..." : out;
+}
+
 struct Choice {
   std::string spelling;
   bool from_tag;  // the saved tag, not a rule or callback
@@ -59,13 +68,15 @@ Device restore(const StorageRef& s, const Choice& c, const DeviceInventory& inv)
     if (inv.cuda_device_count == 0) {
       fail(ErrorCode::kRemapCudaUnavailable,
            who(s) + " " + how() + " but CUDA is not available (" +
-               (inv.cuda_built ? "no CUDA device was found" : "maploc was built without CUDA") +
+               (!inv.cuda_note.empty() ? inv.cuda_note
+                : inv.cuda_built       ? std::string("no CUDA device was found")
+                                       : std::string("maploc was built without CUDA")) +
                "); map it, e.g. --map-location cpu");
     }
     if (*index >= inv.cuda_device_count) {
       fail(ErrorCode::kRemapNoSuchDevice,
            who(s) + " " + how() + " but only " + std::to_string(inv.cuda_device_count) +
-               " CUDA device(s) are present; map it to an existing device, e.g. --map-location '" +
+               " CUDA device(s) are present (" + device_list(inv.cuda_device_count) + "); map it to an existing device, e.g. --map-location '" +
                std::string(s.location) + "->cuda:0'");
     }
     return Device::cuda(*index);
@@ -155,7 +166,7 @@ MapLocation MapLocation::parse(std::string_view spec) {
     const auto bad = [&](const std::string& why) {
       fail(ErrorCode::kRemapBadSpec, "map-location item '" + std::string(item) + "' in '" + whole + "' " + why +
                                          " (grammar: DEVICE | TAG->DEVICE | name:PATTERN->DEVICE, "
-                                         "DEVICE = cpu | cuda | cuda:N | meta | auto)");
+                                         "DEVICE = cpu | cuda | cuda:N | cuda:local | meta | auto)");
     };
     if (item.empty()) bad("is empty");
     Rule rule;
@@ -173,6 +184,17 @@ MapLocation MapLocation::parse(std::string_view spec) {
       rule.pattern = std::string(trim(rest.substr(0, arrow)));
       rule.target = std::string(trim(rest.substr(arrow + 2)));
       if (rule.pattern.empty()) bad("has nothing before '->'");
+    }
+    if (rule.target == "cuda:local") {
+      // This process's own device in a multi-process job: torchrun (and
+      // torch.distributed.launch) set LOCAL_RANK for each process on a machine.
+      const char* rank = std::getenv("LOCAL_RANK");
+      const std::string text = rank != nullptr ? rank : "";
+      if (text.empty() || text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos) {
+        bad(rank == nullptr ? "needs the environment variable LOCAL_RANK (set by torchrun for each process)"
+                            : "needs LOCAL_RANK to be a device number, but it is '" + text + "'");
+      }
+      rule.target = "cuda:" + std::to_string(std::stoi(text));
     }
     if (!is_target_spelling(rule.target)) bad("names no device: '" + rule.target + "'");
     m.rules.push_back(std::move(rule));

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "maploc/error.h"
-#include "remap/cuda_backend.h"
+#include "remap/device_backend.h"
 #include "remap/storage_names.h"
 
 namespace maploc::remap {
@@ -90,11 +90,19 @@ Plan make_plan(const torch::Checkpoint& checkpoint, const MapLocation& map, cons
   }
   std::sort(plan.totals.begin(), plan.totals.end(),
             [](const DeviceTotal& a, const DeviceTotal& b) { return device_rank(a.device) < device_rank(b.device); });
-  // Free memory only from a real runtime (tests may plan against a made-up inventory).
+  // Free memory from the inventory's runtime (real or simulated); a made-up
+  // inventory without one has no figure to compare with.
+  DeviceBackend* backend = inventory.backend.get();
+  const detail::DeviceGuard guard(backend);
   for (auto& t : plan.totals) {
-    if (t.device.kind == Device::Kind::kCuda && detail::cuda_built() && t.device.index < detail::cuda_device_count()) {
-      t.free_bytes = detail::cuda_free_bytes(t.device.index);
+    if (t.device.kind != Device::Kind::kCuda || backend == nullptr || t.device.index >= backend->device_count()) {
+      continue;
     }
+    const std::string where = "cuda:" + std::to_string(t.device.index);
+    std::uint64_t free = 0, total = 0;
+    detail::check_device(*backend, backend->set_device(t.device.index), "selecting " + where);
+    detail::check_device(*backend, backend->mem_info(&free, &total), "asking " + where + " for its free memory");
+    t.free_bytes = free;
   }
   return plan;
 }

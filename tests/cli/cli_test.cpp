@@ -116,6 +116,22 @@ TEST_CASE("plan and load map the cuda-tagged demo onto the CPU, without a map it
   CHECK(run_cli("load " + file + " --map-location gpu").exit_code == 4);
 }
 
+TEST_CASE("plan --devices plans for a machine this is not, and says per device whether it fits", "[cli]") {
+  const std::string file = fixture("checkpoints/gpu_tagged.t113.pt");  // 848 bytes, on cuda:0 and cuda:1
+  auto both = run_cli("plan " + file + " --devices cuda:0=80GiB,cuda:1=80GiB");
+  CHECK(both.exit_code == 0);
+  CHECK(both.out.find("(free 80.0 GiB: fits)") != std::string::npos);
+  auto tight = run_cli("plan " + file + " --map-location 'cuda:*->cuda:1' --devices cuda:0=1GiB,cuda:1=512B --json");
+  CHECK(tight.exit_code == 5);  // kRemapOutOfMemory
+  CHECK(tight.out.find("\"fits\": false") != std::string::npos);
+  CHECK(tight.out.find("but only 512 bytes are free") != std::string::npos);
+  auto missing = run_cli("plan " + file + " --devices cuda:0=80GiB");
+  CHECK(missing.exit_code == 4);
+  CHECK(missing.out.find("only 1 CUDA device(s) are present (cuda:0)") != std::string::npos);
+  CHECK(run_cli("plan " + file + " --devices cuda:1=80GiB").exit_code == 2);
+  CHECK(run_cli("plan " + file + " --devices cuda:0=lots").exit_code == 2);
+}
+
 // Residency itself (mincore, pagemap) is checked in tests/remap/populate_test.cpp.
 TEST_CASE("load --populate says it populated the views, changes no byte and needs --host view", "[cli]") {
   const std::string file = fixture("checkpoints/gpu_tagged.t113.pt");

@@ -17,7 +17,7 @@ using remap::HostMemory;
 using remap::LoadOptions;
 using remap::MapLocation;
 
-const remap::DeviceInventory kCpuOnly{0, false};
+const remap::DeviceInventory kCpuOnly{0, false, {}, {}};
 
 LoadOptions options(MapLocation map, HostMemory host = HostMemory::kMappedView) {
   LoadOptions o;

@@ -32,8 +32,8 @@ struct Fixture {
   }
 };
 
-DeviceInventory gpus(int n) { return {n, true}; }
-const DeviceInventory kNoCuda{0, false};
+DeviceInventory gpus(int n) { return {n, true, {}, {}}; }
+const DeviceInventory kNoCuda{0, false, {}, {}};
 
 std::vector<std::string> spell(const std::vector<Device>& d) {
   std::vector<std::string> out;

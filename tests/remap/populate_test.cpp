@@ -26,7 +26,7 @@ using remap::LoadOptions;
 using remap::MapLocation;
 using remap::PlacedStorage;
 
-const remap::DeviceInventory kCpuOnly{0, false};
+const remap::DeviceInventory kCpuOnly{0, false, {}, {}};
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 
 LoadOptions options(HostMemory host, bool writable, bool populate) {

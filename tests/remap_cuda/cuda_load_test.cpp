@@ -1,6 +1,5 @@
-// cuda_load_test.cpp - every fixture to cuda:0 and back equals torch's manifest; sharing, arenas, no leaks.
-#include <cuda_runtime_api.h>
-
+// cuda_load_test.cpp - on a real CUDA device: every fixture to cuda:0 and back equals torch's
+// manifest; sharing, arenas, no leaks (through the runtime maploc loads with dlopen).
 #include <cstring>
 #include <fstream>
 
@@ -9,6 +8,7 @@
 #include "maploc/sha256.h"
 #include "maploc/zip/archive.h"
 #include "remap/manifest.h"
+#include "remap/upload.h"
 
 namespace maploc::test {
 namespace {
@@ -25,10 +25,12 @@ LoadOptions to_cuda0(bool arena, std::uint64_t staging) {
   return o;
 }
 
+remap::DeviceBackend& runtime() { return *remap::DeviceInventory::probe().backend; }
+
 std::uint64_t free_bytes() {
-  std::size_t free = 0, total = 0;
-  cudaSetDevice(0);
-  cudaMemGetInfo(&free, &total);
+  std::uint64_t free = 0, total = 0;
+  runtime().set_device(0);
+  runtime().mem_info(&free, &total);
   return free;
 }
 
@@ -58,9 +60,9 @@ TEST_CASE("shared storages share device memory, and survive to() round trips", "
   auto loaded = remap::load(checkpoint, to_cuda0(false, 16 << 20));
   const auto a = *loaded.find("tied_a"), b = *loaded.find("tied_b");
   REQUIRE(loaded.tensors()[a].storage == loaded.tensors()[b].storage);
-  cudaPointerAttributes attr{};
-  REQUIRE(cudaPointerGetAttributes(&attr, loaded.storages()[*loaded.tensors()[a].storage].data) == cudaSuccess);
-  CHECK(attr.type == cudaMemoryTypeDevice);
+  remap::DeviceBackend::PointerInfo info;
+  REQUIRE(runtime().pointer_info(loaded.storages()[*loaded.tensors()[a].storage].data, &info) == 0);
+  CHECK(info.kind == remap::DeviceBackend::PointerKind::kDevice);
   const auto before = loaded.tensor_sha256(a);
   loaded.cpu();
   CHECK(loaded.device_of(b) == Device::cpu());
@@ -77,12 +79,11 @@ TEST_CASE("load_into fills caller-owned device buffers", "[cuda]") {
   o.map = MapLocation::parse("cuda:*->cpu");
   const auto loaded = remap::load(checkpoint, o);
   void* dev = nullptr;
-  REQUIRE(cudaMalloc(&dev, 16 * 8 * 4) == cudaSuccess);
+  const auto owner = remap::detail::device_allocate(remap::DeviceInventory::probe().backend, 0, 16 * 8 * 4, &dev, "test");
   std::vector<remap::Destination> d = {{"0.weight", Device::cuda(0), dev, torch::DType::kFloat32, {16, 8}}};
   loaded.load_into(d, false);
   std::vector<std::uint8_t> host(16 * 8 * 4);
-  REQUIRE(cudaMemcpy(host.data(), dev, host.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
-  cudaFree(dev);
+  remap::detail::device_download(runtime(), 0, dev, host.data(), host.size(), "test");
   CHECK(Sha256::hex(host) == manifest["tensors"][0]["sha256"].get<std::string>());
 }
 

@@ -93,18 +93,18 @@ std::map<std::string, std::function<void()>> api_producers() {
     (void)pickle::run(std::span<const std::uint8_t>(b, sizeof b), o);
   };
   p["kRemapCudaUnavailable"] = [] {
-    load_with(torch::Checkpoint::open(fixture("gpu_tagged.t2x.pt")), remap::MapLocation::none(), {0, true});
+    load_with(torch::Checkpoint::open(fixture("gpu_tagged.t2x.pt")), remap::MapLocation::none(), {0, true, {}, {}});
   };
   p["kRemapNoSuchDevice"] = [] {
-    load_with(torch::Checkpoint::open(fixture("gpu_tagged.t2x.pt")), remap::MapLocation::none(), {1, true});
+    load_with(torch::Checkpoint::open(fixture("gpu_tagged.t2x.pt")), remap::MapLocation::none(), {1, true, {}, {}});
   };
   p["kRemapUnknownTag"] = [] {
-    load_with(torch::Checkpoint::open(fixture("device_tags.t2x.pt")), remap::MapLocation::parse("cuda*->cpu"), {0, false});
+    load_with(torch::Checkpoint::open(fixture("device_tags.t2x.pt")), remap::MapLocation::parse("cuda*->cpu"), {0, false, {}, {}});
   };
   p["kRemapBadSpec"] = [] { (void)remap::MapLocation::parse("cpu->->gpu"); };
   p["kRemapConflictingRules"] = [] {
     load_with(torch::Checkpoint::open(fixture("views_shared.t2x.pt")),
-              remap::MapLocation::parse("name:base->cpu,name:row_slice->meta"), {0, false});
+              remap::MapLocation::parse("name:base->cpu,name:row_slice->meta"), {0, false, {}, {}});
   };
   p["kRemapOutOfMemory"] = [] {
     remap::Plan plan;
@@ -112,10 +112,10 @@ std::map<std::string, std::function<void()>> api_producers() {
     remap::check_fits(plan);
   };
   p["kRemapCudaNotBuilt"] = [] {
-    load_with(torch::Checkpoint::open(fixture("dtypes.t2x.pt")), remap::MapLocation::all_to("cuda"), {1, false});
+    load_with(torch::Checkpoint::open(fixture("dtypes.t2x.pt")), remap::MapLocation::all_to("cuda"), {1, false, {}, {}});
   };
   p["kRemapStateDictMismatch"] = [] {
-    auto loaded = load_with(torch::Checkpoint::open(fixture("dtypes.t2x.pt")), remap::MapLocation::all_to("cpu"), {0, false});
+    auto loaded = load_with(torch::Checkpoint::open(fixture("dtypes.t2x.pt")), remap::MapLocation::all_to("cpu"), {0, false, {}, {}});
     remap::Destination d;
     d.name = "no.such.tensor";
     (void)loaded.load_into(std::span<const remap::Destination>(&d, 1), true);

@@ -2,10 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace maploc::remap {
+
+class DeviceBackend;  // the device runtime placement goes through (internal)
 
 /// A placement target. `meta` keeps shapes only and reads no byte.
 struct Device {
@@ -22,16 +26,29 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-/// What the machine offers; probed by the CUDA backend, or set by tests.
+/// What the machine offers; probed from the CUDA runtime, simulated, or set by tests.
 struct DeviceInventory {
-  /// CUDA devices present; 0 when maploc is built without CUDA or the
-  /// runtime reports any error (no driver, no device).
+  /// CUDA devices present; 0 when maploc is built without CUDA, no CUDA
+  /// runtime library can be loaded, or the runtime reports any error (no
+  /// driver, no device).
   int cuda_device_count = 0;
   /// True when maploc was built with the CUDA backend.
   bool cuda_built = false;
+  /// Why no CUDA device is usable, when none is (a missing runtime library
+  /// and how to install it, no driver); empty otherwise.
+  std::string cuda_note;
+  /// The runtime that allocates and copies: the CUDA runtime (loaded with
+  /// dlopen on first use), a simulated device, or null (nothing can be placed
+  /// on CUDA, plans are still made against cuda_device_count).
+  std::shared_ptr<DeviceBackend> backend;
 
-  /// The inventory of this process (cached after the first call).
+  /// The inventory of this process (cached after the first call). A binary
+  /// built with CUDA runs where no CUDA runtime is installed: no device then.
   static const DeviceInventory& probe();
+  /// Simulated CUDA devices with these capacities in bytes: their memory is
+  /// host memory and their copies run on a worker thread. For planning
+  /// against a machine you are not on (`maploc plan --devices`) and for tests.
+  static DeviceInventory simulated(std::vector<std::uint64_t> capacities);
 };
 
 }  // namespace maploc::remap

@@ -29,12 +29,18 @@ enum class HostMemory : std::uint8_t {
   kPinned,      ///< page-locked copies (cudaMallocHost); needs a build with CUDA
 };
 
-/// Tuning of the CUDA upload pipeline (ignored for CPU placements).
+/// Tuning of the CUDA upload pipeline (ignored for CPU placements); docs/cuda.md
+/// says how the defaults were chosen. The staging ring is made once per
+/// device runtime and reused by every later load, to() and load_into with the
+/// same geometry.
 struct CudaOptions {
   std::uint64_t staging_bytes = std::uint64_t{16} << 20;  ///< size of one pinned staging buffer
   unsigned staging_buffers = 4;                            ///< buffers in the ring
-  unsigned reader_threads = 4;                             ///< threads filling the ring
-  bool arena = false;  ///< one allocation per device, storages at 256-byte-aligned offsets
+  unsigned reader_threads = 4;                             ///< threads filling the ring, alive for the load
+  /// One allocation per device holding its storages at 256-byte-aligned
+  /// offsets, neighbours sent in one transfer (default); false: one
+  /// allocation per storage, each freed with its last holder.
+  bool arena = true;
 };
 
 /// What a rank-sliced load read (LoadOptions::slice_report).

@@ -52,8 +52,12 @@ struct MapLocation {
   /// Parses the SPEC grammar (docs/map-location.md):
   ///   SPEC  := ITEM (',' ITEM)*
   ///   ITEM  := DEVICE | TAGPATTERN '->' DEVICE | 'name:' NAMEPATTERN '->' DEVICE
-  ///   DEVICE:= cpu | cuda | cuda:N | meta | auto
+  ///   DEVICE:= cpu | cuda | cuda:N | cuda:local | meta | auto
   /// A bare DEVICE is `*->DEVICE` (so `cpu` maps everything to the CPU).
+  /// `cuda:local` is cuda:N with N read from the environment variable
+  /// LOCAL_RANK now (torchrun sets it per process), so that
+  /// `cuda:*->cuda:local` puts each rank's storages on its own device;
+  /// kRemapBadSpec when LOCAL_RANK is unset or not a number.
   /// Raises kRemapBadSpec naming the offending item.
   static MapLocation parse(std::string_view spec);
 };
