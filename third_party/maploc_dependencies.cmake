@@ -2,6 +2,7 @@
 find_package(ZLIB 1.2.11 REQUIRED)   # zlib1g-dev: inflate for deflated zip records
 find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)   # libssl-dev: SHA-256 (libcrypto's EVP), privately
 find_package(ISAL 2.30 REQUIRED)     # libisal-dev (third_party/FindISAL.cmake): CRC-32, privately
+find_package(ZSTD 1.4 REQUIRED)      # libzstd-dev (third_party/FindZSTD.cmake): DCP stream.zstd items, privately
 
 if(MAPLOC_BUILD_TESTS)
   # nlohmann-json3-dev (3.11): golden files and manifests in tests only (the CLI writes its JSON

@@ -38,10 +38,11 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/third_party/maploc-config.cm
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/maploc-config-version.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/maploc-config.cmake ${PROJECT_BINARY_DIR}/maploc-config-version.cmake
-        ${PROJECT_SOURCE_DIR}/third_party/FindISAL.cmake DESTINATION ${maploc_cmake_dir})
+        ${PROJECT_SOURCE_DIR}/third_party/FindISAL.cmake
+        ${PROJECT_SOURCE_DIR}/third_party/FindZSTD.cmake DESTINATION ${maploc_cmake_dir})
 
 # pkg-config: the shared library; `pkg-config --static` adds what it needs privately.
-set(MAPLOC_PC_REQUIRES_PRIVATE "zlib libcrypto libisal")
+set(MAPLOC_PC_REQUIRES_PRIVATE "zlib libcrypto libisal libzstd")
 set(MAPLOC_PC_LIBS_PRIVATE "-ldl")  # the CUDA runtime is loaded with dlopen, never linked
 # Relocatable: the prefix is found from where the .pc file lies.
 file(RELATIVE_PATH MAPLOC_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")

@@ -1,6 +1,9 @@
 // dcp_assemble.cpp - a DCP tensor made whole from its chunks: each a torch.save zip at a byte range, or a safetensors tensor.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+
+#include <zstd.h>
 
 #include "maploc/error.h"
 #include "torch/dcp.h"
@@ -33,14 +36,47 @@ std::vector<std::int64_t> saved_offsets(const Checkpoint& c, const std::string& 
   bad("tensor '" + fqn + "' has no saved_offsets in the DCP_SHARDING_INFO of '" + file + "'", fqn);
 }
 
+constexpr std::string_view kZstd = "stream.zstd/1";
+
+// DCP's stream.zstd/1 transform (ZStandard in torch/distributed/checkpoint/_extension.py): the item's
+// bytes are zstd frames, written by a streaming compressor (no content size). Inflated within the
+// zip limits, which bound every decompression maploc does.
+Bytes unzstd(const Bytes& in, const std::string& fqn, const Limits& limits) {
+  std::unique_ptr<ZSTD_DStream, decltype(&ZSTD_freeDStream)> ds(ZSTD_createDStream(), ZSTD_freeDStream);
+  if (!ds) throw std::bad_alloc();
+  ZSTD_initDStream(ds.get());
+  const std::uint64_t ratio = std::max<std::uint64_t>(limits.zip_max_compression_ratio, 1);
+  const std::uint64_t by_ratio = in.size() > UINT64_MAX / ratio ? UINT64_MAX : in.size() * ratio;
+  const std::uint64_t cap = std::min<std::uint64_t>(limits.zip_max_inflated_bytes, by_ratio);
+  std::vector<std::uint8_t> out;
+  ZSTD_inBuffer ib{in.data(), in.size(), 0};
+  const std::size_t step = ZSTD_DStreamOutSize();
+  std::size_t pending = 1;  // ZSTD_decompressStream's hint: 0 once a frame is complete
+  while (ib.pos < ib.size || pending != 0) {
+    if (out.size() > cap) {
+      bad("the zstd item of '" + fqn + "' inflates past Limits::zip_max_inflated_bytes or "
+          "zip_max_compression_ratio (raise them if the file is trusted)", fqn);
+    }
+    const std::size_t old = out.size();
+    out.resize(old + step);
+    ZSTD_outBuffer ob{out.data() + old, step, 0};
+    pending = ZSTD_decompressStream(ds.get(), &ob, &ib);
+    out.resize(old + ob.pos);
+    if (ZSTD_isError(pending)) bad("the zstd item of '" + fqn + "' is damaged: " + ZSTD_getErrorName(pending), fqn);
+    if (ib.pos == ib.size && ob.pos < step && pending != 0) bad("the zstd item of '" + fqn + "' ends inside a frame", fqn);
+  }
+  return Bytes::owned(std::move(out));
+}
+
 // The checkpoint holding one chunk: a torch.save zip at [offset, offset+length) of its file, or
 // (SAFETENSORS layout) the whole safetensors file.
 Checkpoint open_chunk(const DcpLayout& layout, const DcpChunk& chunk, const std::string& fqn) {
   const std::string& name = layout.file_names[chunk.file];
-  if (!chunk.transform.empty()) {
+  if (!chunk.transform.empty() && chunk.transform != kZstd) {
     fail(ErrorCode::kTorchUnsupportedFormat,
          "torch.distributed.checkpoint: tensor '" + fqn + "' is stored with the transform '" + chunk.transform +
-             "' (DCP's _extensions), which maploc does not decode; save without _extensions, or consolidate with "
+             "' (DCP's _extensions), which maploc does not decode (it decodes stream.zstd/1 only); save "
+             "without it, or consolidate with "
              "torch.distributed.checkpoint.format_utils.dcp_to_torch_save",
          fqn);
   }
@@ -51,7 +87,8 @@ Checkpoint open_chunk(const DcpLayout& layout, const DcpChunk& chunk, const std:
   if (chunk.offset > file.bytes.size() || chunk.length > file.bytes.size() - chunk.offset) {
     bad("the chunk of '" + fqn + "' lies past the end of '" + name + "'", fqn);
   }
-  const Bytes slice = file.bytes.slice(static_cast<std::size_t>(chunk.offset), static_cast<std::size_t>(chunk.length));
+  Bytes slice = file.bytes.slice(static_cast<std::size_t>(chunk.offset), static_cast<std::size_t>(chunk.length));
+  if (chunk.transform == kZstd) slice = unzstd(slice, fqn, layout.limits);
   return Checkpoint::from_file(MappedFile::from_bytes(slice, name + "@" + std::to_string(chunk.offset)), o);
 }
 

@@ -116,7 +116,7 @@ std::vector<Located> storage_data(const Value& v, DcpLayout& layout, const std::
     if (const Value* tr = info->find("transform_descriptors"); tr != nullptr && !tr->is_none()) {
       if (!tr->is(Kind::kList)) bad("item '" + l.fqn + "' has transform_descriptors that are not a list", l.fqn);
       for (const Value& d : tr->elements()) {
-        if (l.transform.empty()) l.transform = text(d, "a transform descriptor", l.fqn);
+        l.transform += (l.transform.empty() ? "" : "+") + text(d, "a transform descriptor", l.fqn);
       }
     }
     out.push_back(std::move(l));

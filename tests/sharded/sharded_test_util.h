@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,6 +17,13 @@
 namespace maploc::test {
 
 inline std::filesystem::path sharded_dir() { return std::filesystem::path(MAPLOC_FIXTURES_DIR) / "sharded"; }
+
+/// A file's bytes as a string (fails the test when it cannot be read).
+inline std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE(in.good());
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 /// The torch-made manifest of a fixture set (fails the test when it is missing).
 inline nlohmann::json set_manifest(const std::string& set) {
