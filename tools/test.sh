@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - installs what is missing, builds maploc and runs the whole test suite:
-# once in the normal build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
+# once in the normal build, once under AddressSanitizer + UndefinedBehaviorSanitizer, and the
+# threaded parts under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh test
@@ -14,3 +15,11 @@ cmake -S . -B build-asan -DMAPLOC_CUDA=OFF -DMAPLOC_SANITIZE=address,undefined >
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+# ThreadSanitizer on the threaded parts only (TSan is slow): the upload ring and the simulated
+# device, the parallel host fill and populate (every remap test), and the deferred local-header
+# reader of open (the torch tests that open archives of 1,024 records and more).
+cmake -S . -B build-tsan -DMAPLOC_CUDA=OFF -DMAPLOC_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j"$jobs" --target maploc_remap_tests maploc_torch_tests
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R '^remap:|^torch: ?a large archive'
