@@ -89,18 +89,24 @@ class Machine {
   std::size_t fence() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
 
   void push(const Value& v) {
-    if (stack_.size() + marks_.size() >= limits_.pickle_max_stack_depth)
-      in_.fail(ErrorCode::kPickleLimitStackDepth,
-               "stack depth exceeds " + n(limits_.pickle_max_stack_depth) +
-                   " (raise Limits::pickle_max_stack_depth)");
+    if (stack_.size() + marks_.size() >= limits_.pickle_max_stack_depth) [[unlikely]] too_deep();
     stack_.push_back(v);
   }
 
   void need(std::size_t count) {
-    if (stack_.size() - fence() < count)
-      in_.fail(ErrorCode::kPickleStackUnderflow,
-               "needs " + n(count) + " stack item(s), " + n(stack_.size() - fence()) +
-                   (marks_.empty() ? " on the stack" : " above the MARK"));
+    if (stack_.size() - fence() < count) [[unlikely]] underflow(count);
+  }
+
+  // The failures of push() and need(), out of line so that both inline into every handler.
+  [[noreturn, gnu::cold, gnu::noinline]] void too_deep() const {
+    in_.fail(ErrorCode::kPickleLimitStackDepth,
+             "stack depth exceeds " + n(limits_.pickle_max_stack_depth) + " (raise Limits::pickle_max_stack_depth)");
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void underflow(std::size_t count) const {
+    in_.fail(ErrorCode::kPickleStackUnderflow,
+             "needs " + n(count) + " stack item(s), " + n(stack_.size() - fence()) +
+                 (marks_.empty() ? " on the stack" : " above the MARK"));
   }
 
   Value pop() {

@@ -127,18 +127,21 @@ class Reader {
       if (pos_ >= frame_end_) {
         frame_end_ = 0;  // frame consumed; reading continues outside it
       } else if (n > frame_end_ - pos_) {
-        fail(ErrorCode::kPickleBadArgument, "opcode straddles the end of its FRAME");
+        [[unlikely]] fail(ErrorCode::kPickleBadArgument, "opcode straddles the end of its FRAME");
       }
     }
-    if (pos_ > data_.size() || n > data_.size() - pos_) {
-      fail(ErrorCode::kPickleTruncated,
-           op_ == nullptr ? std::string("stream ends before STOP")
-                          : "needs " + std::to_string(n) + " bytes but only " +
-                                std::to_string(data_.size() - pos_) + " remain");
-    }
+    if (pos_ > data_.size() || n > data_.size() - pos_) [[unlikely]] truncated(n);
     auto s = data_.subspan(pos_, n);
     pos_ += n;
     return s;
+  }
+
+  // take()'s failure, out of line so that take() itself inlines into every opcode's read.
+  [[noreturn, gnu::cold, gnu::noinline]] void truncated(std::uint64_t n) const {
+    fail(ErrorCode::kPickleTruncated,
+         op_ == nullptr ? std::string("stream ends before STOP")
+                        : "needs " + std::to_string(n) + " bytes but only " +
+                              std::to_string(data_.size() - pos_) + " remain");
   }
 
   std::uint64_t le(int n) {
