@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "remap/device_backend.h"
 
@@ -34,6 +37,8 @@ struct Api {
   decltype(&::cudaEventSynchronize) event_sync;
   decltype(&::cudaMemcpyAsync) memcpy_async;
   decltype(&::cudaMemcpyPeerAsync) memcpy_peer_async;
+  decltype(&::cudaDeviceCanAccessPeer) can_access_peer;
+  decltype(&::cudaDeviceEnablePeerAccess) enable_peer_access;
   decltype(&::cudaPointerGetAttributes) pointer_attributes;
   decltype(&::cudaGetErrorName) error_name;
   decltype(&::cudaGetErrorString) error_string;
@@ -108,6 +113,7 @@ class CudaRuntime final : public DeviceBackend {
   }
   Status copy_peer_async(void* dst, int dst_device, const void* src, int src_device, std::uint64_t n,
                          Stream s) override {
+    enable_peer(dst_device, src_device);
     return api_.memcpy_peer_async(dst, dst_device, src, src_device, n, static_cast<cudaStream_t>(s));
   }
   Status pointer_info(const void* p, PointerInfo* info) override {
@@ -127,6 +133,26 @@ class CudaRuntime final : public DeviceBackend {
     }
     return rc;
   }
+  // Direct access from dst to src where the devices allow it (NVLink, PCIe P2P), asked once per
+  // pair; without it cudaMemcpyPeerAsync still works, staged by the driver.
+  void enable_peer(int dst, int src) {
+    if (dst == src) return;
+    const std::lock_guard lock(peer_mutex_);
+    if (!peer_tried_.insert({dst, src}).second) return;
+    int can = 0;
+    if (api_.can_access_peer(&can, dst, src) != cudaSuccess || can == 0) {
+      api_.last_error();
+      return;
+    }
+    int previous = 0;
+    if (api_.get_device(&previous) != cudaSuccess || api_.set_device(dst) != cudaSuccess) {
+      api_.last_error();
+      return;
+    }
+    if (api_.enable_peer_access(src, 0) != cudaSuccess) api_.last_error();  // already enabled: fine
+    api_.set_device(previous);
+  }
+
   std::string error_text(Status status) override {
     api_.last_error();  // clear a sticky error so the next call is not blamed for it
     const auto rc = static_cast<cudaError_t>(status);
@@ -138,6 +164,8 @@ class CudaRuntime final : public DeviceBackend {
   std::string library_;
   int version_;
   std::atomic<int> count_{-1};
+  std::mutex peer_mutex_;
+  std::set<std::pair<int, int>> peer_tried_;
 };
 
 }  // namespace
@@ -176,6 +204,8 @@ std::shared_ptr<DeviceBackend> load_cuda_runtime(const std::string& libraries, s
     ok = resolve(lib, "cudaEventSynchronize", api.event_sync, &missing) && ok;
     ok = resolve(lib, "cudaMemcpyAsync", api.memcpy_async, &missing) && ok;
     ok = resolve(lib, "cudaMemcpyPeerAsync", api.memcpy_peer_async, &missing) && ok;
+    ok = resolve(lib, "cudaDeviceCanAccessPeer", api.can_access_peer, &missing) && ok;
+    ok = resolve(lib, "cudaDeviceEnablePeerAccess", api.enable_peer_access, &missing) && ok;
     ok = resolve(lib, "cudaPointerGetAttributes", api.pointer_attributes, &missing) && ok;
     ok = resolve(lib, "cudaGetErrorName", api.error_name, &missing) && ok;
     ok = resolve(lib, "cudaGetErrorString", api.error_string, &missing) && ok;
