@@ -59,7 +59,8 @@ TEST_CASE("maploc plan, load and verify take a set; broken sets exit 3 naming th
   CHECK(run_cli("plan " + dir + " --map-location cpu").exit_code == 0);
   const Run load = run_cli("load " + dir + " --map-location cpu --hash");
   CHECK(load.exit_code == 0);
-  for (const auto& t : maploc::test::set_manifest("bin_set")["tensors"]) {
+  const auto manifest = maploc::test::set_manifest("bin_set");  // named: a temporary's subobject would dangle
+  for (const auto& t : manifest["tensors"]) {
     CHECK(load.out.find(t["sha256"].get<std::string>() + "  " + t["name"].get<std::string>()) != std::string::npos);
   }
   const Run ok = run_cli("verify " + dir);
