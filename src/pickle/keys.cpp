@@ -188,18 +188,23 @@ std::int64_t lookup(std::unique_ptr<KeyIndex>& index, std::size_t size, KeyOf ke
 }
 }  // namespace
 
-bool dict_set(DictNode& dict, const Value& key, const Value& value) {
+bool items_set(std::pmr::vector<DictItem>& items, std::unique_ptr<KeyIndex>& index, const Value& key,
+               const Value& value) {
   std::uint64_t h = 0;
   if (!key_hash(key, h)) return false;
-  auto key_of = [&](std::size_t k) -> const Value& { return dict.items[k].key; };
-  const std::int64_t at = lookup(dict.index, dict.items.size(), key_of, key, h);
+  auto key_of = [&](std::size_t k) -> const Value& { return items[k].key; };
+  const std::int64_t at = lookup(index, items.size(), key_of, key, h);
   if (at >= 0) {
-    dict.items[static_cast<std::size_t>(at)].value = value;
+    items[static_cast<std::size_t>(at)].value = value;
     return true;
   }
-  if (dict.index) dict.index->insert(h, static_cast<std::uint32_t>(dict.items.size()));
-  dict.items.push_back({key, value});
+  if (index) index->insert(h, static_cast<std::uint32_t>(items.size()));
+  items.push_back({key, value});
   return true;
+}
+
+bool dict_set(DictNode& dict, const Value& key, const Value& value) {
+  return items_set(dict.items, dict.index, key, value);
 }
 
 bool set_add(SeqNode& set, const Value& element) {

@@ -17,6 +17,9 @@ bool keys_equal(const Value& a, const Value& b);
 /// dict[key] = value: a new key is appended, an existing key keeps its
 /// position and takes the new value. Returns false when the key is unhashable.
 bool dict_set(DictNode& dict, const Value& key, const Value& value);
+/// The same on the items SETITEM(S) gave a mapping rebuilt by a call (an OrderedDict).
+bool items_set(std::pmr::vector<DictItem>& items, std::unique_ptr<KeyIndex>& index, const Value& key,
+               const Value& value);
 /// set.add(element): an element already present is kept. Returns false when unhashable.
 bool set_add(SeqNode& set, const Value& element);
 

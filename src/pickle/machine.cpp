@@ -255,12 +255,18 @@ class Machine {
       nest(d, key);
       nest(d, value);
     } else if (target.kind() == Kind::kReduce || target.kind() == Kind::kObject) {
-      // An OrderedDict or other mapping rebuilt by a call: record the items.
+      // An OrderedDict or other mapping rebuilt by a call: record the items
+      // as a dict keeps them (a key set twice keeps its place, takes the new value).
       auto& c = node_as<CallNode>(target);
       auto& extra = extras(c);
       check_items(extra.set_items.size(), 1);
       account(sizeof(DictItem));
-      extra.set_items.push_back({key, value});
+      if (!detail::items_set(extra.set_items, extra.index, key, value)) {
+        if (is_dict_class(c.callable))
+          in_.fail(ErrorCode::kPickleTypeError,
+                   "unhashable dict key of kind " + std::string(kind_name(key.kind())));
+        extra.set_items.push_back({key, value});  // an unknown class's __setitem__: keep every item
+      }
       nest(c, key);
       nest(c, value);
     } else {
@@ -378,6 +384,40 @@ class Machine {
     if (!detail::utf8_to_latin1(text, bytes))
       in_.fail(ErrorCode::kPickleBadArgument, "text for 'latin1' encoding has a code point above U+00FF");
     return blob(kind, keep(std::move(bytes)));
+  }
+
+  static bool is_dict_class(const Value& c) {
+    return c.is_global("collections", "OrderedDict") || c.is_global("builtins", "dict") ||
+           c.is_global("collections", "defaultdict") || c.is_global("collections", "Counter");
+  }
+
+  /// OrderedDict(pairs) and dict(pairs | mapping | nothing) as the mapping they
+  /// build: Python 2's OrderedDict.__reduce__ passes one list of [key, value]
+  /// lists. An OrderedDict stays a call node (its BUILD state is attributes),
+  /// its items recorded as SETITEMS records them. nullopt: keep the REDUCE.
+  std::optional<Value> mapping(const Value& callable, const Value& args) {
+    const bool ordered = callable.is_global("collections", "OrderedDict");
+    if ((!ordered && !callable.is_global("builtins", "dict")) || args.kind() != Kind::kTuple) return std::nullopt;
+    const auto& a = node_as<SeqNode>(args).items;
+    if (a.size() > 1 || (ordered && a.empty())) return std::nullopt;
+    Value target = ordered ? call(Kind::kReduce, CallOp::kReduce, callable, seq(Kind::kTuple, {})) : dict();
+    if (a.empty()) return target;
+    if (a[0].kind() == Kind::kDict) {
+      for (const auto& item : node_as<DictNode>(a[0]).items) set_item(target, item.key, item.value);
+      return target;
+    }
+    if (a[0].kind() != Kind::kList && a[0].kind() != Kind::kTuple) return std::nullopt;
+    const auto& pairs = node_as<SeqNode>(a[0]).items;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const Kind k = pairs[i].kind();
+      if ((k != Kind::kList && k != Kind::kTuple) || node_as<SeqNode>(pairs[i]).items.size() != 2)
+        in_.fail(ErrorCode::kPickleTypeError,
+                 std::string(ordered ? "OrderedDict" : "dict") + " argument element #" + n(i) +
+                     " is not a (key, value) pair but a " + std::string(kind_name(k)));
+      const auto& kv = node_as<SeqNode>(pairs[i]).items;
+      set_item(target, kv[0], kv[1]);
+    }
+    return target;
   }
 
   Value persistent(const Value& pid) {
@@ -624,6 +664,7 @@ void Machine::step(Op op, const detail::RawArg& arg) {
       const Value args = pop();
       const Value callable = pop();
       std::optional<Value> v = interpret(callable, args);
+      if (!v) v = mapping(callable, args);
       push(v ? *v : call(Kind::kReduce, CallOp::kReduce, callable, args));
       break;
     }

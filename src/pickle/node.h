@@ -66,6 +66,7 @@ struct CallExtras {
   std::pmr::vector<Value> appended;
   std::pmr::vector<DictItem> set_items;
   std::pmr::vector<Value> states;
+  std::unique_ptr<KeyIndex> index;  ///< over set_items' keys, as a dict's (see items_set)
   explicit CallExtras(std::pmr::memory_resource* pool) : appended(pool), set_items(pool), states(pool) {}
 };
 

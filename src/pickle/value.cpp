@@ -5,6 +5,7 @@
 
 #include "maploc/error.h"
 #include "node.h"
+#include "repr.h"
 #include "text.h"
 
 namespace maploc::pickle {
@@ -201,6 +202,48 @@ const Value& Value::kwargs() const { return call_node(*this, kind_).kwargs; }
 std::span<const Value> Value::appended() const { return call_node(*this, kind_).appended(); }
 std::span<const DictItem> Value::set_items() const { return call_node(*this, kind_).set_items(); }
 std::span<const Value> Value::build_states() const { return call_node(*this, kind_).states(); }
+
+namespace {
+void python_repr(const Value& v, std::string& out, bool as_str) {
+  switch (v.kind()) {
+    case Kind::kStr:
+      if (as_str) {
+        out += v.as_str();
+      } else {
+        detail::repr_str(node_as<BlobNode>(v).data, out);
+      }
+      return;
+    case Kind::kBytes: detail::repr_bytes(v.as_bytes(), out); return;
+    case Kind::kInt: out += v.int_decimal(); return;
+    case Kind::kBool: out += v.as_bool() ? "True" : "False"; return;
+    case Kind::kNone: out += "None"; return;
+    case Kind::kFloat: detail::repr_float(v.as_float(), out); return;
+    case Kind::kTuple:
+    case Kind::kFrozenSet: {
+      const auto elems = v.elements();
+      const bool tuple = v.kind() == Kind::kTuple;
+      if (!tuple && elems.empty()) {
+        out += "frozenset()";
+        return;
+      }
+      out += tuple ? "(" : "frozenset({";
+      for (std::size_t i = 0; i < elems.size(); ++i) {
+        if (i) out += ", ";
+        python_repr(elems[i], out, false);
+      }
+      out += tuple ? (elems.size() == 1 ? ",)" : ")") : "})";
+      return;
+    }
+    default: out += "<" + std::string(kind_name(v.kind())) + ">"; return;
+  }
+}
+}  // namespace
+
+std::string key_str(const Value& key) {
+  std::string out;
+  python_repr(key, out, true);
+  return out;
+}
 
 const Value& Value::persistent_id() const {
   require(Kind::kPersistent);

@@ -1,6 +1,5 @@
 // interpret.cpp - the tree walk: names, containers torch checkpoints use, inert objects.
 #include <algorithm>
-#include <cstdio>
 #include <string_view>
 
 #include "support/huge_chunks.h"
@@ -93,23 +92,9 @@ void Interpreter::walk_module(const Value& state, const std::string& name, std::
 }
 
 std::string key_text(const Value& key) {
-  switch (key.kind()) {
-    case Kind::kStr: return std::string(key.as_str());
-    case Kind::kBytes: {
-      auto b = key.as_bytes();
-      return std::string(b.begin(), b.end());
-    }
-    case Kind::kInt: return key.int_decimal();
-    case Kind::kBool: return key.as_bool() ? "True" : "False";
-    case Kind::kNone: return "None";
-    case Kind::kFloat: {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.17g", key.as_float());
-      return buf;
-    }
-    case Kind::kGlobal: return global_path(key);
-    default: return "<" + std::string(pickle::kind_name(key.kind())) + ">";
-  }
+  if (key.is(Kind::kStr)) return std::string(key.as_str());
+  if (key.is(Kind::kGlobal)) return global_path(key);
+  return pickle::key_str(key);  // as str(key) prints: b'...', 7, ('enc', 2)
 }
 
 std::string join_name(const std::string& prefix, const std::string& key) {

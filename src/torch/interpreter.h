@@ -53,7 +53,7 @@ class Interpreter {
   std::uint64_t steps_ = 0;
 };
 
-/// Python's str() of a dict key, for names: str as is, int in decimal, True/False, None.
+/// Python's str() of a dict key, for names (pickle::key_str); a class by its dotted path.
 std::string key_text(const pickle::Value& key);
 
 /// Joins a name and a key the way the fixture manifests do: "a" + "b" -> "a.b", "" + "b" -> "b".

@@ -159,4 +159,9 @@ struct DictItem {
   Value value;
 };
 
+/// Python's str() of a dict key, as torch's state_dict keys print: str as
+/// is, bytes as b'...', int in decimal, True/False/None, float by repr(),
+/// tuples and frozensets of those by repr(); other kinds "<kind>".
+std::string key_str(const Value& key);
+
 }  // namespace maploc::pickle
