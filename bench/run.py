@@ -16,9 +16,9 @@ import statistics
 import subprocess
 import sys
 
-VENV = "/work/venv-torch/bin/python"
 DEBIAN = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
+VENV = os.path.join(os.path.dirname(HERE), ".venv", "bin", "python")  # tools/make-venv.sh
 
 
 def sh(cmd, **kw):

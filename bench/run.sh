@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MAPLOC_BENCH_BUILD:-$root/build-bench}
 work=${MAPLOC_BENCH_DIR:-/tmp/maploc-bench}
-venv=/work/venv-torch/bin/python
+venv=$root/.venv/bin/python  # made by tools/make-venv.sh
 regen=0
 args=()
 for a in "$@"; do
