@@ -10,9 +10,8 @@ namespace maploc::test {
 #ifdef MAPLOC_CLI_PATH
 namespace {
 
-nlohmann::json run_ls(const std::string& file) {
-  const std::string cmd = std::string("'") + MAPLOC_CLI_PATH + "' ls '" + (checkpoints_dir() / file).string() +
-                          "' --json --hash";
+nlohmann::json run_ls(const std::filesystem::path& path) {
+  const std::string cmd = std::string("'") + MAPLOC_CLI_PATH + "' ls '" + path.string() + "' --json --hash";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   REQUIRE(pipe);
   std::string out;
@@ -28,7 +27,7 @@ TEST_CASE("ls --json --hash agrees with the manifests", "[torch][cli]") {
                          "torchscript.t2x.pt", "dtypes_be.t113.pt"};
   for (const char* file : files) {
     DYNAMIC_SECTION(file) {
-      const auto out = run_ls(file);
+      const auto out = run_ls(checkpoints_dir() / file);
       const auto m = read_json(checkpoints_dir() / (std::string(file) + ".manifest.json"));
       CHECK(out["format"] == m["format"]);
       CHECK(out["byteorder"] == m["byteorder"]);
@@ -58,6 +57,26 @@ TEST_CASE("ls --json --hash agrees with the manifests", "[torch][cli]") {
       }
       if (m.contains("unsafe_globals") && m["unsafe_globals"].is_array()) CHECK(out["unknown_globals"] == m["unsafe_globals"]);
     }
+  }
+}
+
+TEST_CASE("ls --json shows torch's conj/neg bits and --hash hashes the stored values", "[torch][cli]") {
+  const auto dir = std::filesystem::path(MAPLOC_FIXTURES_DIR) / "rebuilds";
+  const auto out = run_ls(dir / "conj_neg.t2x.pt");
+  const auto want = read_json(dir / "conj_neg.t2x.pt.expected.json")["tensors"];
+  REQUIRE(out["tensors"].size() == want.size());
+  for (const auto& t : out["tensors"]) {
+    const auto name = t["name"].get<std::string>();
+    INFO(name);
+    REQUIRE(want.contains(name));
+    const auto& w = want[name];
+    // The keys appear only when set, as docs/cli-ls.md says.
+    CHECK(t.value("conj", false) == w["conj"].get<bool>());
+    CHECK(t.value("neg", false) == w["neg"].get<bool>());
+    CHECK(t.contains("conj") == w["conj"].get<bool>());
+    CHECK(t.contains("neg") == w["neg"].get<bool>());
+    CHECK(t["dtype"] == w["dtype"]);
+    CHECK(t["sha256"] == w["sha256"]);
   }
 }
 #endif
