@@ -20,6 +20,7 @@ enum class ErrorCode : std::uint16_t {
   kIoWrite = 3,        ///< writing a file failed
   kInvalidArgument = 4,///< an API argument is out of its documented range
   kIoNoSpace = 5,      ///< writing stopped because the disk or the file-size limit (RLIMIT_FSIZE) is full
+  kLimitMemory = 6,    ///< an allocation failed (the process's memory or address-space limit) before any Limits bound was reached
 
   // zip
   kZipNotZip = 100,             ///< no end-of-central-directory record: truncated or not a zip
@@ -78,6 +79,9 @@ enum class ErrorCode : std::uint16_t {
   kTorchStorageConflict = 311,  ///< one storage key referenced with incompatible sizes
   kTorchBadSafetensors = 312,   ///< a .safetensors file whose header or data ranges are malformed
   kTorchNotConvertible = 313,   ///< a tensor or dtype the target format cannot hold (sparse to safetensors, ...)
+  kTorchLimitTensors = 314,     ///< more tensors (or safetensors header entries) than Limits::torch_max_tensors
+  kTorchLimitNameBytes = 315,   ///< an object's name is longer than Limits::torch_max_name_bytes
+  kTorchLimitWalkBytes = 316,   ///< the walk built more than Limits::torch_max_walk_bytes of names and tensors
   kTorchBadSet = 340,           ///< a sharded set's index or files disagree (missing file or tensor, name listed twice)
   kTorchBadDcp = 341,           ///< a torch.distributed.checkpoint's .metadata or chunks do not fit together
 

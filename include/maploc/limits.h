@@ -30,6 +30,10 @@ struct Limits {
   std::uint64_t pickle_max_container_items = 1u << 26;
   /// Total bytes the machine may allocate for values while reading one stream.
   std::uint64_t pickle_max_total_bytes = std::uint64_t{1} << 32;
+  /// Most decimal digits an int is printed with (names, `dis`), as CPython's
+  /// default sys.int_info.default_max_str_digits: int-to-decimal is quadratic.
+  /// A larger int prints as Python's hex() ("0x..."), which is linear. Never an error.
+  std::uint64_t pickle_max_int_digits = 4300;
 
   // torch
   /// Most dimensions a tensor may have (torch's own cap is 64 dims).
@@ -40,6 +44,19 @@ struct Limits {
   /// paths (billion laughs); 2^26 is far above a 1M-tensor state_dict.
   /// Raises kPickleLimitContainerItems.
   std::uint64_t torch_max_walk_paths = std::uint64_t{1} << 26;
+  /// Most tensors a checkpoint may list (every path to a tensor is one: a
+  /// few KB of memo-shared references can name millions). 2^21 is twice a
+  /// 1M-tensor state_dict. Checked before the tensor is made; in a
+  /// safetensors header it bounds the tensors and the __metadata__ entries
+  /// (each), which are parsed straight into entries, no JSON tree. Raises kTorchLimitTensors.
+  std::uint64_t torch_max_tensors = std::uint64_t{1} << 21;
+  /// Longest name (keys joined with '.') of any object the walk visits.
+  /// Raises kTorchLimitNameBytes.
+  std::uint64_t torch_max_name_bytes = std::uint64_t{1} << 16;
+  /// Bytes the walk may build in all: the text of every path name it forms,
+  /// plus each tensor it lists (its record, name, shape and stride). Bounds
+  /// the memory and time of a shared-reference bomb. Raises kTorchLimitWalkBytes.
+  std::uint64_t torch_max_walk_bytes = std::uint64_t{1} << 30;
 };
 
 }  // namespace maploc

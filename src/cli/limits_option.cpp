@@ -27,6 +27,10 @@ constexpr Field kFields[] = {
     {"pickle_max_total_bytes", &Limits::pickle_max_total_bytes},
     {"torch_max_rank", &Limits::torch_max_rank},
     {"torch_max_walk_paths", &Limits::torch_max_walk_paths},
+    {"pickle_max_int_digits", &Limits::pickle_max_int_digits},
+    {"torch_max_tensors", &Limits::torch_max_tensors},
+    {"torch_max_name_bytes", &Limits::torch_max_name_bytes},
+    {"torch_max_walk_bytes", &Limits::torch_max_walk_bytes},
 };
 
 [[noreturn]] void bad(const std::string& why) {

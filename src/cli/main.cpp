@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -235,6 +236,12 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "maploc %s: %serror%s [%s]: %s\n", first.c_str(), colour ? "\033[1;31m" : "",
                  colour ? "\033[0m" : "", std::string(error_code_name(e.code())).c_str(), e.what());
     return exit_code_for(e);
+  } catch (const std::bad_alloc&) {
+    // The library turns allocation failure into kLimitMemory at its entry points;
+    // this is the net for what the CLI itself allocates (printing a huge listing).
+    std::fprintf(stderr, "maploc %s: error [kLimitMemory]: out of memory (the process's memory or address-space limit); "
+                 "lower a Limits field with --limit FIELD=N or give the process more memory\n", first.c_str());
+    return kExitBadFile;
   }
 }
 

@@ -11,6 +11,8 @@
 #include "reader.h"
 #include "repr.h"
 #include "text.h"
+#include "support/memory_guard.h"
+#include "support/seeded_hash.h"
 
 namespace maploc::pickle {
 
@@ -24,7 +26,7 @@ std::string_view view_of(ByteSpan s) { return {reinterpret_cast<const char*>(s.d
 /// The argument column: Python's repr() of what pickletools' reader returns.
 class ArgFormatter {
  public:
-  explicit ArgFormatter(detail::Reader& in) : in_(in) {}
+  ArgFormatter(detail::Reader& in, std::uint64_t max_int_digits) : in_(in), max_int_digits_(max_int_digits) {}
 
   /// Also returns the integer value for memo bookkeeping (GET/PUT family).
   std::string format(ArgKind kind, const detail::RawArg& a, std::optional<std::int64_t>& as_int) {
@@ -57,7 +59,7 @@ class ArgFormatter {
         break;
       }
       case ArgKind::kLong1:
-      case ArgKind::kLong4: out = detail::twos_to_decimal(a.data); break;
+      case ArgKind::kLong4: out = detail::twos_to_decimal(a.data, max_int_digits_); break;
       case ArgKind::kStringnl: {
         ByteSpan d = a.data;
         if (!d.empty() && (d.front() == '"' || d.front() == '\'')) {
@@ -128,7 +130,7 @@ class ArgFormatter {
       as_int = p.small;
       return std::to_string(p.small);
     }
-    return detail::twos_to_decimal(p.big);
+    return detail::twos_to_decimal(p.big, detail::kMaxDecimalDigits);  // parse_decimal capped it
   }
 
   // pickletools decodes these with escape_decode(...).decode("ascii").
@@ -140,6 +142,7 @@ class ArgFormatter {
   }
 
   detail::Reader& in_;
+  std::uint64_t max_int_digits_;
 };
 
 void opcode_column(Op code, std::string& line) {
@@ -159,21 +162,21 @@ void opcode_column(Op code, std::string& line) {
 
 }  // namespace
 
-std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& out,
-                          const DisOptions& options) {
+namespace {
+std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostream& out, const DisOptions& options) {
   if (options.start_offset > stream.size())
     throw Error(ErrorCode::kInvalidArgument, Stage::kPickle, "start offset is past the end",
                 options.start_offset, options.stream_name);
   const Limits limits{};
   detail::Reader in(stream, options.start_offset, limits, options.stream_name);
   in.set_check_frames(false);  // pickletools reads FRAME's argument and nothing more
-  ArgFormatter fmt(in);
+  ArgFormatter fmt(in, options.max_int_digits);
 
   constexpr unsigned kMaxIndentDepth = 100;
   // pickletools' crude stack emulation: only where the MARKs are matters.
   std::vector<bool> stack;  // true = markobject
   std::vector<std::uint64_t> markstack;
-  std::unordered_set<std::int64_t> memo;
+  std::unordered_set<std::int64_t, maploc::detail::SeededWordHash> memo;
   int maxproto = -1;
   const std::string indent(options.indent, ' ');
 
@@ -266,6 +269,13 @@ std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& ou
   if (!stack.empty())
     in.fail(ErrorCode::kPickleBadArgument, "stack not empty after STOP");
   return in.pos();
+}
+
+}  // namespace
+
+std::uint64_t disassemble(std::span<const std::uint8_t> stream, std::ostream& out, const DisOptions& options) {
+  return maploc::detail::guard_memory(Stage::kPickle, options.stream_name,
+                                      [&] { return disassemble_stream(stream, out, options); });
 }
 
 std::string disassemble(std::span<const std::uint8_t> stream, const DisOptions& options) {

@@ -11,15 +11,12 @@ namespace {
 
 constexpr std::size_t kLinearBelow = 8;  // small containers compare linearly
 
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
+using maploc::detail::hash_bytes;
+using maploc::detail::hash_combine;
+using maploc::detail::hash_word;
 
-std::uint64_t hash_bytes(std::span<const std::uint8_t> s, std::uint64_t seed) noexcept {
-  std::uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a
-  for (auto c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
+std::uint64_t hash_view(std::string_view s, std::uint64_t domain) noexcept {
+  return maploc::detail::hash_text(s, domain);
 }
 
 // Numbers that Python considers equal share one representation.
@@ -48,17 +45,17 @@ bool is_number(Kind k) noexcept { return k == Kind::kBool || k == Kind::kInt || 
 bool key_hash(const Value& v, std::uint64_t& out) {
   std::int64_t n = 0;
   if (small_number(v, n)) {
-    out = mix(0x11, static_cast<std::uint64_t>(n));
+    out = hash_word(static_cast<std::uint64_t>(n), 0x11);  // keyed: `i << 32` keys do not collide
     return true;
   }
   switch (v.kind()) {
-    case Kind::kNone: out = 0x5; return true;
+    case Kind::kNone: out = hash_word(0, 0x5); return true;
     case Kind::kInt: out = hash_bytes(node_as<BlobNode>(v).data, 0x12); return true;
     case Kind::kFloat: {
       const double f = v.as_float();
       std::uint64_t bits;
       std::memcpy(&bits, &f, 8);
-      out = mix(0x13, bits);
+      out = hash_word(bits, 0x13);
       return true;
     }
     case Kind::kStr: out = hash_bytes(node_as<BlobNode>(v).data, 0x21); return true;
@@ -66,8 +63,7 @@ bool key_hash(const Value& v, std::uint64_t& out) {
     case Kind::kGlobal: {
       const auto& g = node_as<GlobalNode>(v);
       const std::string_view m = g.module, nm = g.name;
-      out = mix(hash_bytes({reinterpret_cast<const std::uint8_t*>(m.data()), m.size()}, 0x31),
-                hash_bytes({reinterpret_cast<const std::uint8_t*>(nm.data()), nm.size()}, 0x32));
+      out = hash_combine(hash_view(m, 0x31), hash_view(nm, 0x32));
       return true;
     }
     case Kind::kTuple:
@@ -80,7 +76,7 @@ bool key_hash(const Value& v, std::uint64_t& out) {
         return node.key_hash_state == 1;
       }
       const bool ordered = v.kind() == Kind::kTuple;
-      std::uint64_t h = ordered ? 0x41 : 0x42;
+      std::uint64_t h = hash_word(node.items.size(), ordered ? 0x41 : 0x42);
       std::uint64_t sum = 0;
       for (const auto& e : node.items) {
         std::uint64_t eh;
@@ -89,23 +85,29 @@ bool key_hash(const Value& v, std::uint64_t& out) {
           return false;
         }
         if (ordered)
-          h = mix(h, eh);
+          h = hash_combine(h, eh);
         else
           sum += eh;
       }
-      out = node.key_hash = ordered ? h : mix(h, sum);
+      out = node.key_hash = ordered ? h : hash_combine(h, sum);
       node.key_hash_state = 1;
       return true;
     }
     case Kind::kReduce:
     case Kind::kObject:
     case Kind::kPersistent:
-      out = mix(0x51, reinterpret_cast<std::uintptr_t>(v.identity()));
+      out = hash_word(reinterpret_cast<std::uintptr_t>(v.identity()), 0x51);
       return true;
-    case Kind::kExternal: out = mix(0x52, v.external_handle()); return true;
+    case Kind::kExternal: out = hash_word(v.external_handle(), 0x52); return true;
     default: return false;  // list, dict, set, bytearray: unhashable
   }
 }
+
+namespace {
+template <typename KeyOf>
+std::int64_t lookup(std::unique_ptr<KeyIndex>& index, std::size_t size, KeyOf key_of, const Value& key,
+                    std::uint64_t h);
+}  // namespace
 
 bool keys_equal(const Value& a, const Value& b) {
   if (is_number(a.kind()) && is_number(b.kind())) {
@@ -145,16 +147,16 @@ bool keys_equal(const Value& a, const Value& b) {
       return true;
     }
     case Kind::kFrozenSet: {
-      const auto &ia = node_as<SeqNode>(a).items, &ib = node_as<SeqNode>(b).items;
-      if (ia.size() != ib.size()) return false;
+      // Elements are distinct (built by set_add): equal when every element
+      // of a is in b, looked up through b's hash index (linear, not n^2).
+      auto& nb = node_as<SeqNode>(b);
+      const auto& ia = node_as<SeqNode>(a).items;
+      if (ia.size() != nb.items.size()) return false;
+      auto key_of = [&](std::size_t k) -> const Value& { return nb.items[k]; };
       for (const auto& x : ia) {
-        bool found = false;
-        for (const auto& y : ib)
-          if (keys_equal(x, y)) {
-            found = true;
-            break;
-          }
-        if (!found) return false;
+        std::uint64_t hx = 0;
+        key_hash(x, hx);  // every element was hashable
+        if (lookup(nb.index, nb.items.size(), key_of, x, hx) < 0) return false;
       }
       return true;
     }

@@ -10,6 +10,7 @@
 #include "node.h"
 #include "reader.h"
 #include "text.h"
+#include "support/memory_guard.h"
 
 namespace maploc::pickle {
 
@@ -449,7 +450,7 @@ class Machine {
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;
   std::vector<Value> dense_;                          // memo indices 0..n-1 stored in order
-  std::unordered_map<std::uint64_t, Value> sparse_;   // any other memo index
+  std::unordered_map<std::uint64_t, Value, maploc::detail::SeededWordHash> sparse_;  // any other memo index
   std::uint64_t allocated_ = 0;
   bool depths_stale_ = false;  ///< a nested node grew deeper after it was nested (see nest())
   std::uint8_t proto_ = 0;
@@ -812,8 +813,11 @@ Result run(std::span<const std::uint8_t> stream, const Options& options) {
                 "start offset " + std::to_string(options.start_offset) + " is past the end (" +
                     std::to_string(stream.size()) + " bytes)",
                 options.start_offset, options.stream_name);
-  Result result(stream.size() - static_cast<std::size_t>(options.start_offset));
-  Machine(stream, options, result).run();
+  // Back-to-back pickles (allow_trailing: the tar format's thousands of small
+  // headers) must not each get an arena sized to the rest of the stream.
+  const std::size_t rest = stream.size() - static_cast<std::size_t>(options.start_offset);
+  Result result(options.allow_trailing ? std::min<std::size_t>(rest, 8 << 10) : rest);
+  maploc::detail::guard_memory(Stage::kPickle, options.stream_name, [&] { Machine(stream, options, result).run(); });
   if (!options.allow_trailing && result.end_offset() < stream.size())
     throw Error(ErrorCode::kPickleTrailingData, Stage::kPickle,
                 std::to_string(stream.size() - result.end_offset()) +

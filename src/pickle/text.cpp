@@ -3,6 +3,7 @@
 
 #include "support/utf8.h"
 
+#include <bit>
 #include <charconv>
 #include <cstring>
 #include <string>
@@ -329,11 +330,29 @@ ByteVec int64_to_twos(std::int64_t v) {
   return b;
 }
 
-std::string twos_to_decimal(ByteSpan le) {
+std::string twos_to_decimal(ByteSpan le, std::uint64_t max_digits) {
   if (le.empty()) return "0";
   ByteVec mag(le.begin(), le.end());
   const bool negative = mag.back() & 0x80;
   if (negative) negate_twos(mag);
+  while (!mag.empty() && mag.back() == 0) mag.pop_back();
+  const std::uint64_t bits = mag.empty() ? 0 : 8 * (mag.size() - 1) + std::bit_width(unsigned{mag.back()});
+  // 10^d >= 2^bits - 1 needs d >= bits x log10(2): below this, at most max_digits digits.
+  if (static_cast<double>(bits) > static_cast<double>(max_digits) * 3.321928094887362) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out = negative ? "-0x" : "0x";
+    out.reserve(out.size() + 2 * mag.size());
+    bool lead = true;
+    for (std::size_t k = mag.size(); k-- > 0;) {
+      for (int shift : {4, 0}) {
+        const unsigned nib = (mag[k] >> shift) & 0xf;
+        if (lead && nib == 0) continue;
+        lead = false;
+        out.push_back(kHex[nib]);
+      }
+    }
+    return out;
+  }
   Limbs limbs((mag.size() + 3) / 4, 0);
   for (std::size_t k = 0; k < mag.size(); ++k)
     limbs[k / 4] |= std::uint32_t{mag[k]} << (8 * (k % 4));

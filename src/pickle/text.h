@@ -47,8 +47,11 @@ const char* parse_float(std::string_view text, double& out);
 
 /// Little-endian two's complement -> int64, false when it does not fit.
 bool twos_to_int64(ByteSpan le, std::int64_t& out) noexcept;
-/// Little-endian two's complement -> decimal text.
-std::string twos_to_decimal(ByteSpan le);
+/// Little-endian two's complement -> decimal text, or, when the magnitude has
+/// more bits than max_digits decimal digits can hold (bit length above
+/// max_digits x log2(10)), Python's hex() form ("0x1f", "-0x1f"): decimal
+/// conversion is quadratic, hex is linear (Limits::pickle_max_int_digits).
+std::string twos_to_decimal(ByteSpan le, std::uint64_t max_digits);
 /// int64 -> minimal little-endian two's complement (0 -> empty).
 ByteVec int64_to_twos(std::int64_t v);
 

@@ -97,9 +97,9 @@ std::int64_t Value::as_int() const {
   return u_.i;
 }
 
-std::string Value::int_decimal() const {
+std::string Value::int_decimal(std::uint64_t max_digits) const {
   require(Kind::kInt);
-  if (boxed_) return detail::twos_to_decimal(node_as<BlobNode>(*this).data);
+  if (boxed_) return detail::twos_to_decimal(node_as<BlobNode>(*this).data, max_digits);
   return std::to_string(u_.i);
 }
 

@@ -10,6 +10,7 @@
 
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
+#include "support/memory_guard.h"
 #include "maploc/remap/plan.h"
 #include "remap/host_memory.h"
 #include "remap/load_slice.h"
@@ -161,118 +162,122 @@ unsigned host_threads_of(const LoadOptions& options) {
 }  // namespace
 
 Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
-  if (options.slice) return load_sliced(checkpoint, options);
-  const DeviceInventory& inventory = options.inventory ? *options.inventory : DeviceInventory::probe();
-  if (options.host == HostMemory::kPinned && !inventory.cuda_built) {
-    throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,
-                "pinned host memory needs a build with CUDA; use owned copies or mapped views instead");
-  }
-  if (options.host == HostMemory::kPinned && inventory.cuda_device_count == 0) {
-    throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap,
-                "pinned host memory needs a CUDA device, but " +
-                    (inventory.cuda_note.empty() ? std::string("none is present") : inventory.cuda_note) +
-                    "; use owned copies or mapped views instead");
-  }
-  // load() selects devices to allocate and copy: the caller's current device comes back on every path.
-  const detail::DeviceGuard guard(inventory.backend.get());
-  const Plan plan = make_plan(checkpoint, options.map, inventory);
-  check_fits(plan);
-
-  // Tensor names per storage are for messages only: built on first use (not for mapped views).
-  std::optional<std::vector<std::vector<std::string>>> names_cache;
-  auto names = [&](std::size_t i) -> const std::vector<std::string>& {
-    if (!names_cache) names_cache = detail::storage_tensor_names(checkpoint);
-    return (*names_cache)[i];
-  };
-  const auto& storages = checkpoint.storages();
-  Loaded out;
-  out.tensors_ = checkpoint.shared_tensors();
-  out.inventory_ = inventory;
-  out.storages_.resize(storages.size());
-  auto by_name = std::make_shared<maploc::detail::FlatIndex>(out.tensors_->size());
-  for (std::size_t t = 0; t < out.tensors_->size(); ++t) {
-    by_name->insert(maploc::detail::hash_text((*out.tensors_)[t].name), static_cast<std::uint32_t>(t));
-  }
-  out.by_name_ = std::move(by_name);
-
-  const bool any_cuda = std::any_of(plan.targets.begin(), plan.targets.end(),
-                                    [](const Device& d) { return d.kind == Device::Kind::kCuda; });
-  if (any_cuda && !inventory.cuda_built) {
-    throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,
-                "the plan places storages on CUDA devices, but this maploc was built without CUDA "
-                "(configure with -DMAPLOC_CUDA=ON, or map them to cpu)");
-  }
-  if (any_cuda && !inventory.backend) {
-    throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap,
-                "the plan places storages on CUDA devices, but no device runtime is available" +
-                    (inventory.cuda_note.empty() ? std::string() : " (" + inventory.cuda_note + ")") +
-                    "; map them to cpu");
-  }
-  Arenas arenas;
-  if (any_cuda && options.cuda.arena) arenas = make_arenas(checkpoint, plan, inventory);
-  std::optional<Bytes> cow;
-  if (options.writable && options.host == HostMemory::kMappedView) cow = copy_on_write_mapping(checkpoint);
-
-  // Private copies on the host share one mapping in huge pages (host_memory.h, HostArena).
-  detail::HostArena arena;
-  if (options.host == HostMemory::kOwnedCopy) {
-    std::uint64_t total = 0;
-    for (std::size_t i = 0; i < storages.size(); ++i) {
-      if (plan.targets[i].kind == Device::Kind::kCpu) total += detail::host_arena_slice(storages[i].nbytes);
+  return maploc::detail::guard_memory(Stage::kRemap, checkpoint.path(), [&] {
+    if (options.slice) return load_sliced(checkpoint, options);
+    const DeviceInventory& inventory = options.inventory ? *options.inventory : DeviceInventory::probe();
+    if (options.host == HostMemory::kPinned && !inventory.cuda_built) {
+      throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,
+                  "pinned host memory needs a build with CUDA; use owned copies or mapped views instead");
     }
-    arena = detail::host_arena(total, "the private copies of " + checkpoint.path());
-  }
-  std::vector<detail::UploadJob> jobs;
-  std::vector<detail::HostFill> fills;
-  for (std::size_t i = 0; i < storages.size(); ++i) {
-    const torch::Storage& s = storages[i];
-    const Device& target = plan.targets[i];
-    PlacedStorage& placed = out.storages_[i];
-    switch (target.kind) {
-      case Device::Kind::kMeta:
-        placed.device = target;
-        placed.nbytes = s.nbytes;
-        break;
-      case Device::Kind::kCpu:
-        placed = place_on_host(checkpoint, i, options, cow, names, fills, arena, inventory.backend);
-        break;
-      case Device::Kind::kCuda: {
-        // Built only here: a mapped view never names its storage, and W1 has 30,000 of them.
-        const std::string who = detail::describe_storage(s, names(i));
-        placed.device = target;
-        placed.nbytes = s.nbytes;
-        placed.writable = true;
-        const auto d = static_cast<std::size_t>(target.index);
-        if (options.cuda.arena) {
-          placed.data = arenas.bases[d] + arenas.offsets[i];
-          placed.owner = arenas.owners[d];
-        } else {
-          placed.owner = detail::device_allocate(inventory.backend, target.index, s.nbytes, &placed.data, who);
+    if (options.host == HostMemory::kPinned && inventory.cuda_device_count == 0) {
+      throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap,
+                  "pinned host memory needs a CUDA device, but " +
+                      (inventory.cuda_note.empty() ? std::string("none is present") : inventory.cuda_note) +
+                      "; use owned copies or mapped views instead");
+    }
+    // load() selects devices to allocate and copy: the caller's current device comes back on every path.
+    const detail::DeviceGuard guard(inventory.backend.get());
+    const Plan plan = make_plan(checkpoint, options.map, inventory);
+    check_fits(plan);
+
+    // Tensor names per storage are for messages only: built on first use (not for mapped views).
+    std::optional<std::vector<std::vector<std::string>>> names_cache;
+    auto names = [&](std::size_t i) -> const std::vector<std::string>& {
+      if (!names_cache) names_cache = detail::storage_tensor_names(checkpoint);
+      return (*names_cache)[i];
+    };
+    const auto& storages = checkpoint.storages();
+    Loaded out;
+    out.tensors_ = checkpoint.shared_tensors();
+    out.inventory_ = inventory;
+    out.storages_.resize(storages.size());
+    auto by_name = std::make_shared<maploc::detail::FlatIndex>(out.tensors_->size());
+    for (std::size_t t = 0; t < out.tensors_->size(); ++t) {
+      const std::string& name = (*out.tensors_)[t].name;  // a repeated name keeps its first tensor
+      by_name->insert_unique(maploc::detail::hash_text(name), static_cast<std::uint32_t>(t),
+                             [&](std::uint32_t k) { return (*out.tensors_)[k].name == name; });
+    }
+    out.by_name_ = std::move(by_name);
+
+    const bool any_cuda = std::any_of(plan.targets.begin(), plan.targets.end(),
+                                      [](const Device& d) { return d.kind == Device::Kind::kCuda; });
+    if (any_cuda && !inventory.cuda_built) {
+      throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,
+                  "the plan places storages on CUDA devices, but this maploc was built without CUDA "
+                  "(configure with -DMAPLOC_CUDA=ON, or map them to cpu)");
+    }
+    if (any_cuda && !inventory.backend) {
+      throw Error(ErrorCode::kRemapCudaUnavailable, Stage::kRemap,
+                  "the plan places storages on CUDA devices, but no device runtime is available" +
+                      (inventory.cuda_note.empty() ? std::string() : " (" + inventory.cuda_note + ")") +
+                      "; map them to cpu");
+    }
+    Arenas arenas;
+    if (any_cuda && options.cuda.arena) arenas = make_arenas(checkpoint, plan, inventory);
+    std::optional<Bytes> cow;
+    if (options.writable && options.host == HostMemory::kMappedView) cow = copy_on_write_mapping(checkpoint);
+
+    // Private copies on the host share one mapping in huge pages (host_memory.h, HostArena).
+    detail::HostArena arena;
+    if (options.host == HostMemory::kOwnedCopy) {
+      std::uint64_t total = 0;
+      for (std::size_t i = 0; i < storages.size(); ++i) {
+        if (plan.targets[i].kind == Device::Kind::kCpu) total += detail::host_arena_slice(storages[i].nbytes);
+      }
+      arena = detail::host_arena(total, "the private copies of " + checkpoint.path());
+    }
+    std::vector<detail::UploadJob> jobs;
+    std::vector<detail::HostFill> fills;
+    for (std::size_t i = 0; i < storages.size(); ++i) {
+      const torch::Storage& s = storages[i];
+      const Device& target = plan.targets[i];
+      PlacedStorage& placed = out.storages_[i];
+      switch (target.kind) {
+        case Device::Kind::kMeta:
+          placed.device = target;
+          placed.nbytes = s.nbytes;
+          break;
+        case Device::Kind::kCpu:
+          placed = place_on_host(checkpoint, i, options, cow, names, fills, arena, inventory.backend);
+          break;
+        case Device::Kind::kCuda: {
+          // Built only here: a mapped view never names its storage, and W1 has 30,000 of them.
+          const std::string who = detail::describe_storage(s, names(i));
+          placed.device = target;
+          placed.nbytes = s.nbytes;
+          placed.writable = true;
+          const auto d = static_cast<std::size_t>(target.index);
+          if (options.cuda.arena) {
+            placed.data = arenas.bases[d] + arenas.offsets[i];
+            placed.owner = arenas.owners[d];
+          } else {
+            placed.owner = detail::device_allocate(inventory.backend, target.index, s.nbytes, &placed.data, who);
+          }
+          const Bytes raw = checkpoint.storage_bytes(i);
+          const std::int64_t at = file_offset_of(checkpoint, s, raw);
+          jobs.push_back({raw, at, swap_unit_for(checkpoint, s), placed.data, target.index, who});
+          break;
         }
-        const Bytes raw = checkpoint.storage_bytes(i);
-        const std::int64_t at = file_offset_of(checkpoint, s, raw);
-        jobs.push_back({raw, at, swap_unit_for(checkpoint, s), placed.data, target.index, who});
-        break;
       }
     }
-  }
-  std::uint64_t to_copy = 0;
-  for (const auto& f : fills) to_copy += f.src.size();
-  for (const auto& j : jobs) to_copy += j.source.size();
-  maploc::detail::ProgressMeter meter(options.progress, to_copy);
-  if (!fills.empty()) {
-    const FileForReads file(checkpoint, fills);
-    detail::fill_host(fills, file.fd(), host_threads_of(options), &meter);
-  }
-  if (options.populate && options.host == HostMemory::kMappedView) {
-    detail::populate_host(out.storages_, host_threads_of(options),
-                          [&](std::size_t i) { return detail::describe_storage(storages[i], names(i)); });
-  }
-  if (!jobs.empty()) {
-    const FileForReads file(checkpoint, jobs);
-    detail::upload(*inventory.backend, jobs, file.fd(), options.cuda, &meter);
-  }
-  return out;
+    std::uint64_t to_copy = 0;
+    for (const auto& f : fills) to_copy += f.src.size();
+    for (const auto& j : jobs) to_copy += j.source.size();
+    maploc::detail::ProgressMeter meter(options.progress, to_copy);
+    if (!fills.empty()) {
+      const FileForReads file(checkpoint, fills);
+      detail::fill_host(fills, file.fd(), host_threads_of(options), &meter);
+    }
+    if (options.populate && options.host == HostMemory::kMappedView) {
+      detail::populate_host(out.storages_, host_threads_of(options),
+                            [&](std::size_t i) { return detail::describe_storage(storages[i], names(i)); });
+    }
+    if (!jobs.empty()) {
+      const FileForReads file(checkpoint, jobs);
+      detail::upload(*inventory.backend, jobs, file.fd(), options.cuda, &meter);
+    }
+    return out;
+  });
 }
 
 }  // namespace maploc::remap

@@ -92,7 +92,9 @@ Loaded make_loaded(std::shared_ptr<const std::vector<torch::Tensor>> tensors, st
   Loaded out;
   auto by_name = std::make_shared<maploc::detail::FlatIndex>(tensors->size());
   for (std::size_t t = 0; t < tensors->size(); ++t) {
-    by_name->insert(maploc::detail::hash_text((*tensors)[t].name), static_cast<std::uint32_t>(t));
+    const std::string& name = (*tensors)[t].name;  // a repeated name keeps its first tensor
+    by_name->insert_unique(maploc::detail::hash_text(name), static_cast<std::uint32_t>(t),
+                           [&](std::uint32_t k) { return (*tensors)[k].name == name; });
   }
   out.tensors_ = std::move(tensors);
   out.storages_ = std::move(storages);

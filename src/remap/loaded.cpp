@@ -88,15 +88,15 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
   // Storages to move: those viewed by a matching tensor, each once.
   std::vector<std::size_t> moving;
   std::vector<std::vector<std::string>> names;
+  std::vector<std::size_t> slot(storages_.size(), SIZE_MAX);  // storage -> index in moving (not a scan: n^2)
   for (const auto& t : *tensors_) {
     if (!t.storage || !glob_match(name_glob, t.name) || storages_[*t.storage].device == device) continue;
-    auto it = std::find(moving.begin(), moving.end(), *t.storage);
-    if (it == moving.end()) {
+    if (slot[*t.storage] == SIZE_MAX) {
+      slot[*t.storage] = moving.size();
       moving.push_back(*t.storage);
       names.emplace_back();
-      it = moving.end() - 1;
     }
-    names[static_cast<std::size_t>(it - moving.begin())].push_back(t.name);
+    names[slot[*t.storage]].push_back(t.name);
   }
   if (moving.empty()) return;
   // The same checks as load(): CUDA present, index in range (names the storage).
@@ -113,7 +113,9 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
   const detail::DeviceGuard guard(backend);
   std::vector<PlacedStorage> placed(moving.size());
   std::vector<std::string> who(moving.size());
-  for (std::size_t k = 0; k < moving.size(); ++k) who[k] = storage_who(moving[k], *tensors_);
+  for (std::size_t k = 0; k < moving.size(); ++k) {  // named by a tensor that moves it (a scan per storage was n^2)
+    who[k] = "storage #" + std::to_string(moving[k]) + " of tensor '" + names[k].front() + "'";
+  }
   // To a CUDA device: one allocation for all, storages at aligned offsets.
   std::shared_ptr<void> block;
   std::vector<std::uint64_t> offsets(moving.size(), 0);

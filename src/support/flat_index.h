@@ -3,20 +3,24 @@
 // dict/set keys: a slot holds a 64-bit hash and a position in the caller's
 // own array, so there is no allocation per entry and no per-node pointer
 // chasing (std::unordered_map cost a third of opening a 30,000-tensor file).
+//
+// Worst case: hashes come from support/seeded_hash.h (SipHash-1-3 under a
+// per-process random key), so a file cannot choose colliding hashes, and
+// callers insert each distinct key once (insert_unique), so no probe run is
+// made of equal hashes either. At most half the slots are used: a lookup
+// probes O(1) slots on average and O(log n) at most with high probability.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
 
-namespace maploc::detail {
+#include "support/seeded_hash.h"
 
-/// The hash FlatIndex users key names with.
-inline std::uint64_t hash_text(std::string_view text) noexcept { return std::hash<std::string_view>{}(text); }
+namespace maploc::detail {
 
 class FlatIndex {
  public:
@@ -34,7 +38,17 @@ class FlatIndex {
     return std::nullopt;
   }
 
-  /// Adds a position (duplicates allowed: find() returns the first added).
+  /// The position of an equal key if there is one; else adds `position` and
+  /// returns nullopt. Keeps equal keys out of the table, so that a file
+  /// naming one key a million times cannot build a million-slot probe run.
+  template <typename Equal>
+  std::optional<std::uint32_t> insert_unique(std::uint64_t hash, std::uint32_t position, Equal equal) {
+    if (auto at = find(hash, equal)) return at;
+    insert(hash, position);
+    return std::nullopt;
+  }
+
+  /// Adds a position whose key the caller knows is not in the table yet.
   void insert(std::uint64_t hash, std::uint32_t position) {
     if ((used_ + 1) * 2 > slots_.size()) grow(std::max<std::size_t>(16, slots_.size() * 2));
     place(hash, position);

@@ -8,6 +8,7 @@
 #include "torch/dcp.h"
 #include "torch/state.h"
 #include "zip/deferred.h"
+#include "support/memory_guard.h"
 
 namespace maploc::torch {
 namespace {
@@ -123,23 +124,27 @@ Checkpoint Checkpoint::open(const std::filesystem::path& path, const Options& op
 }
 
 Checkpoint Checkpoint::open_set(const std::vector<std::filesystem::path>& files, const Options& options) {
-  return Checkpoint(read_set_files(files, options));
+  return maploc::detail::guard_memory(Stage::kTorch, files.empty() ? std::string() : files.front().string(),
+                                      [&] { return Checkpoint(read_set_files(files, options)); });
 }
 
 Checkpoint Checkpoint::from_file(MappedFile file, const Options& options) {
-  auto st = std::make_unique<State>();
-  st->path = file.path;
-  st->file = std::move(file);
-  st->options = options;
-  if (looks_like_json(st->file.bytes)) {
-    read_set_index(*st);
+  const std::string path = file.path;
+  return maploc::detail::guard_memory(Stage::kTorch, path, [&] {
+    auto st = std::make_unique<State>();
+    st->path = file.path;
+    st->file = std::move(file);
+    st->options = options;
+    if (looks_like_json(st->file.bytes)) {
+      read_set_index(*st);
+      return Checkpoint(std::move(st));
+    }
+    read_any(*st);
+    if (st->format != Format::kSafetensors) interpret(*st);
+    validate(*st);
+    if (st->storages.empty() && st->tensors.empty()) st->diagnose("the checkpoint holds no storages");
     return Checkpoint(std::move(st));
-  }
-  read_any(*st);
-  if (st->format != Format::kSafetensors) interpret(*st);
-  validate(*st);
-  if (st->storages.empty() && st->tensors.empty()) st->diagnose("the checkpoint holds no storages");
-  return Checkpoint(std::move(st));
+  });
 }
 
 const std::string& Checkpoint::path() const noexcept { return state_->path; }

@@ -74,11 +74,11 @@ bool Interpreter::module_state(const Value& state) {
 void Interpreter::walk_module(const Value& state, const std::string& name, std::size_t depth) {
   step(name, depth);
   for (const auto& item : dict_items(*state.find("_parameters"))) {
-    if (!item.value.is_none()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+    if (!item.value.is_none()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
   }
   const auto skip = set_strings(state.find("_non_persistent_buffers_set"));
   for (const auto& item : dict_items(*state.find("_buffers"))) {
-    const std::string key = key_text(item.key);
+    const std::string key = key_text(item.key, state_.options.limits.pickle_max_int_digits);
     if (item.value.is_none() || std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
     walk(item.value, join_name(name, key), depth + 1);
   }
@@ -86,14 +86,15 @@ void Interpreter::walk_module(const Value& state, const std::string& name, std::
     const Value& sub = item.value;
     if ((sub.is(Kind::kReduce) || sub.is(Kind::kObject)) && !sub.build_states().empty() &&
         module_state(sub.build_states().back())) {
-      walk_module(sub.build_states().back(), join_name(name, key_text(item.key)), depth + 1);
+      walk_module(sub.build_states().back(), join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
     }
   }
 }
 
-std::string key_text(const Value& key) {
+std::string key_text(const Value& key, std::uint64_t max_int_digits) {
   if (key.is(Kind::kStr)) return std::string(key.as_str());
   if (key.is(Kind::kGlobal)) return global_path(key);
+  if (key.is(Kind::kInt)) return key.int_decimal(max_int_digits);  // hex beyond the cap (linear)
   return pickle::key_str(key);  // as str(key) prints: b'...', 7, ('enc', 2)
 }
 
@@ -117,6 +118,25 @@ void Interpreter::step(const std::string& name, std::size_t depth) {
              ") paths (shared containers nested into an expansion)",
          name);
   }
+  const Limits& limits = state_.options.limits;
+  if (name.size() > limits.torch_max_name_bytes) {
+    fail(ErrorCode::kTorchLimitNameBytes,
+         "an object's name is " + std::to_string(name.size()) + " bytes, more than Limits::torch_max_name_bytes (" +
+             std::to_string(limits.torch_max_name_bytes) + "); it starts '" + name.substr(0, 64) + "'",
+         name.substr(0, 256));
+  }
+  account(name.size(), name);
+}
+
+void Interpreter::account(std::uint64_t bytes, const std::string& name) {
+  walk_bytes_ += bytes;
+  if (walk_bytes_ > state_.options.limits.torch_max_walk_bytes) {
+    fail(ErrorCode::kTorchLimitWalkBytes,
+         "the object walk built more than Limits::torch_max_walk_bytes (" +
+             std::to_string(state_.options.limits.torch_max_walk_bytes) +
+             ") bytes of names and tensors (shared references reached through many paths)",
+         name.substr(0, 256));
+  }
 }
 
 void Interpreter::walk(const Value& v, const std::string& name, std::size_t depth) {
@@ -134,7 +154,7 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
       return;
     }
     case Kind::kDict:
-      for (const auto& item : v.items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+      for (const auto& item : v.items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
       return;
     case Kind::kReduce:
     case Kind::kObject:
@@ -157,7 +177,7 @@ void Interpreter::walk_object(const Value& v, const std::string& name, std::size
     // or through SETITEMS/APPENDS on the result (OrderedDict, defaultdict).
     const bool args_hold_items = !callable.is_global("collections", "defaultdict");
     if (args_hold_items && v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
-    for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+    for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
     const auto appended = v.appended();
     for (std::size_t i = 0; i < appended.size(); ++i) walk(appended[i], join_name(name, std::to_string(i)), depth + 1);
     // OrderedDict's BUILD state is the state_dict's `_metadata` attribute
@@ -172,7 +192,7 @@ void Interpreter::walk_object(const Value& v, const std::string& name, std::size
   }
   // An inert object (argparse.Namespace, a user class): its
   // attributes are its BUILD state; dict/list subclasses also their items.
-  for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+  for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
   const auto appended = v.appended();
   for (std::size_t i = 0; i < appended.size(); ++i) walk(appended[i], join_name(name, std::to_string(i)), depth + 1);
   for (const auto& state : v.build_states()) walk_state(state, name, depth + 1);
@@ -181,7 +201,7 @@ void Interpreter::walk_object(const Value& v, const std::string& name, std::size
 void Interpreter::walk_state(const Value& state, const std::string& name, std::size_t depth) {
   step(name, depth);
   if (state.is(Kind::kDict)) {
-    for (const auto& item : state.items()) walk(item.value, join_name(name, key_text(item.key)), depth + 1);
+    for (const auto& item : state.items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
   } else if (state.is(Kind::kTuple) && state.size() == 2 &&
              (state[0].is(Kind::kDict) || state[0].is_none()) && (state[1].is(Kind::kDict) || state[1].is_none())) {
     // (__dict__, __slots__ dict) as copyreg writes it.

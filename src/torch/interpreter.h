@@ -51,10 +51,14 @@ class Interpreter {
 
   Checkpoint::State& state_;
   std::uint64_t steps_ = 0;
+  std::uint64_t walk_bytes_ = 0;  ///< names formed and tensors listed (Limits::torch_max_walk_bytes)
+  void account(std::uint64_t bytes, const std::string& name);
+  void admit(const std::string& name);  ///< before a tensor is made: Limits::torch_max_tensors and its bytes
 };
 
-/// Python's str() of a dict key, for names (pickle::key_str); a class by its dotted path.
-std::string key_text(const pickle::Value& key);
+/// Python's str() of a dict key, for names (pickle::key_str); a class by its dotted path;
+/// an int beyond max_int_digits (Limits::pickle_max_int_digits) as Python's hex().
+std::string key_text(const pickle::Value& key, std::uint64_t max_int_digits);
 
 /// Joins a name and a key the way the fixture manifests do: "a" + "b" -> "a.b", "" + "b" -> "b".
 std::string join_name(const std::string& prefix, const std::string& key);

@@ -48,7 +48,19 @@ void Interpreter::bad(const std::string& name, const std::string& why) const {
   fail(ErrorCode::kTorchBadTensor, "tensor '" + name + "': " + why, name);
 }
 
+void Interpreter::admit(const std::string& name) {
+  if (state_.tensors.size() >= state_.options.limits.torch_max_tensors) {
+    fail(ErrorCode::kTorchLimitTensors,
+         "more than Limits::torch_max_tensors (" + std::to_string(state_.options.limits.torch_max_tensors) +
+             ") tensors (every path to a tensor lists one; shared references can name millions)",
+         name.substr(0, 256));
+  }
+  account(sizeof(Tensor) + name.size(), name);
+}
+
 std::size_t Interpreter::push(Tensor t) {
+  admit(t.name);
+  account(8 * (t.shape.size() + t.stride.size()), t.name);
   state_.tensors.push_back(std::move(t));
   return state_.tensors.size() - 1;
 }
@@ -95,6 +107,7 @@ std::size_t Interpreter::strided(const Value& storage, const Value& offset, cons
   }
   const StorageRef& ref = state_.refs[storage.external_handle()];
   // Built in place: W1's 30,000 tensors are 9 MB of Tensor structs.
+  admit(name);
   const std::size_t index = state_.tensors.size();
   Tensor& t = state_.tensors.emplace_back();
   t.name = name;
@@ -107,15 +120,14 @@ std::size_t Interpreter::strided(const Value& storage, const Value& offset, cons
     bad(name, "size has " + std::to_string(t.shape.size()) + " dims but stride has " +
                   std::to_string(t.stride.size()));
   }
+  account(16 * t.shape.size(), name);
   return index;
 }
 
 std::size_t Interpreter::storage_object(const Value& v, const std::string& name) {
   if (v.external_handle() >= kTarTensorHandle &&
       v.external_handle() - kTarTensorHandle < state_.tar_tensors.size()) {
-    auto it = state_.tar_tensors.begin();
-    std::advance(it, static_cast<std::ptrdiff_t>(v.external_handle() - kTarTensorHandle));
-    Tensor t = it->second;
+    Tensor t = state_.tar_tensors[v.external_handle() - kTarTensorHandle];
     t.name = name;
     return push(std::move(t));
   }

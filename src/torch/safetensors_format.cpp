@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "maploc/torch/safetensors.h"
+#include "support/flat_index.h"
 #include "torch/json_subset.h"
 #include "torch/state.h"
 
@@ -35,33 +36,156 @@ struct Entry {
   std::uint64_t begin, end;
 };
 
-Entry parse_entry(const Checkpoint::State& st, const std::string& name, const json::Value& v) {
-  using T = json::Value::Type;
-  if (v.type != T::kObject) bad(st, "tensor '" + name + "' is not a JSON object");
-  const json::Value* dt = v.find("dtype");
-  const json::Value* shape = v.find("shape");
-  const json::Value* offs = v.find("data_offsets");
-  if (!dt || dt->type != T::kString || !shape || shape->type != T::kArray || !offs || offs->type != T::kArray ||
-      offs->items.size() != 2) {
+// One header member as read, before its checks: what a tensor entry's check
+// needs and nothing else, so the header's memory is bounded by its entries
+// (each at least ~50 bytes of JSON), not by its tokens.
+struct Raw {
+  std::string name;
+  bool metadata = false;
+  bool object = false;
+  // a tensor: the first dtype, shape and data_offsets members
+  enum class Field : std::uint8_t { kAbsent, kGood, kBad };
+  Field dtype = Field::kAbsent, shape = Field::kAbsent, offsets = Field::kAbsent;
+  std::string dtype_text;
+  std::vector<std::optional<std::uint64_t>> dims;     ///< at most torch_max_rank + 1 kept
+  std::size_t rank = 0;
+  std::vector<std::optional<std::uint64_t>> offs;     ///< at most 3 kept
+  // __metadata__: its string entries, and the key of its first non-string value
+  std::vector<std::pair<std::string, std::string>> meta;
+  std::optional<std::string> bad_meta;
+};
+
+// Numbers as json::as_u64 reads them; anything else is not one.
+std::optional<std::uint64_t> u64_item(json::Reader& r) {
+  if (r.peek() != json::Reader::Type::kNumber) {
+    r.skip();
+    return std::nullopt;
+  }
+  return json::as_u64(r.number());
+}
+
+void read_tensor_fields(json::Reader& r, Raw& raw, std::uint64_t max_rank) {
+  using T = json::Reader::Type;
+  if (r.peek() != T::kObject) {
+    r.skip();
+    return;
+  }
+  raw.object = true;
+  r.object([&](std::string&& key) {
+    if (key == "dtype" && raw.dtype == Raw::Field::kAbsent) {
+      if (r.peek() == T::kString) {
+        raw.dtype_text = r.string();
+        raw.dtype = Raw::Field::kGood;
+      } else {
+        r.skip();
+        raw.dtype = Raw::Field::kBad;
+      }
+    } else if (key == "shape" && raw.shape == Raw::Field::kAbsent) {
+      if (r.peek() == T::kArray) {
+        raw.shape = Raw::Field::kGood;
+        r.array([&] {
+          const auto n = u64_item(r);
+          if (raw.rank++ <= max_rank) raw.dims.push_back(n);
+        });
+      } else {
+        r.skip();
+        raw.shape = Raw::Field::kBad;
+      }
+    } else if (key == "data_offsets" && raw.offsets == Raw::Field::kAbsent) {
+      if (r.peek() == T::kArray) {
+        raw.offsets = Raw::Field::kGood;
+        r.array([&] {
+          const auto n = u64_item(r);
+          if (raw.offs.size() < 3) raw.offs.push_back(n);
+        });
+      } else {
+        r.skip();
+        raw.offsets = Raw::Field::kBad;
+      }
+    } else {
+      r.skip();
+    }
+  });
+}
+
+void read_metadata(json::Reader& r, Raw& raw, std::size_t& entries, const Checkpoint::State& st) {
+  using T = json::Reader::Type;
+  if (r.peek() != T::kObject) {
+    r.skip();
+    return;
+  }
+  raw.object = true;
+  r.object([&](std::string&& key) {
+    if (r.peek() != T::kString) {
+      if (!raw.bad_meta) raw.bad_meta = key;
+      r.skip();
+      return;
+    }
+    if (++entries > st.options.limits.torch_max_tensors) {
+      fail(ErrorCode::kTorchLimitTensors, "safetensors: __metadata__ has more than Limits::torch_max_tensors (" +
+                                              std::to_string(st.options.limits.torch_max_tensors) + ") entries",
+           st.path);
+    }
+    raw.meta.emplace_back(std::move(key), r.string());
+  });
+}
+
+// The header's members in file order, read in one pass.
+std::vector<Raw> read_header(const Checkpoint::State& st, std::string_view text) {
+  std::vector<Raw> out;
+  std::size_t meta_entries = 0;
+  try {
+    json::Reader r(text);
+    if (r.peek() != json::Reader::Type::kObject) {
+      r.skip();
+      r.end();
+      bad(st, "the header is not a JSON object", 8);
+    }
+    r.object([&](std::string&& name) {
+      Raw raw;
+      raw.metadata = name == "__metadata__";
+      raw.name = std::move(name);
+      if (raw.metadata) {
+        read_metadata(r, raw, meta_entries, st);
+      } else {
+        if (out.size() >= st.options.limits.torch_max_tensors) {
+          fail(ErrorCode::kTorchLimitTensors, "safetensors: the header declares more than Limits::torch_max_tensors (" +
+                                                  std::to_string(st.options.limits.torch_max_tensors) + ") tensors",
+               st.path, 8 + r.offset());
+        }
+        read_tensor_fields(r, raw, st.options.limits.torch_max_rank);
+      }
+      out.push_back(std::move(raw));
+    });
+    r.end();
+  } catch (const json::Failure& f) {
+    bad(st, "header JSON: " + f.message, 8 + f.offset);
+  }
+  return out;
+}
+
+Entry parse_entry(const Checkpoint::State& st, const Raw& raw) {
+  const std::string& name = raw.name;
+  if (!raw.object) bad(st, "tensor '" + name + "' is not a JSON object");
+  if (raw.dtype != Raw::Field::kGood || raw.shape != Raw::Field::kGood || raw.offsets != Raw::Field::kGood ||
+      raw.offs.size() != 2) {
     bad(st, "tensor '" + name + "' lacks dtype, shape or a two-element data_offsets");
   }
-  const auto dtype = dtype_from_safetensors(dt->text);
-  if (!dtype) fail(ErrorCode::kTorchUnknownDType, "safetensors: tensor '" + name + "' has dtype '" + dt->text +
+  const auto dtype = dtype_from_safetensors(raw.dtype_text);
+  if (!dtype) fail(ErrorCode::kTorchUnknownDType, "safetensors: tensor '" + name + "' has dtype '" + raw.dtype_text +
                    "', which maploc does not know", st.path);
   Entry e{name, *dtype, {}, 0, 0};
-  if (shape->items.size() > st.options.limits.torch_max_rank) {
-    bad(st, "tensor '" + name + "' has " + std::to_string(shape->items.size()) +
-                " dimensions, above Limits::torch_max_rank");
+  if (raw.rank > st.options.limits.torch_max_rank) {
+    bad(st, "tensor '" + name + "' has " + std::to_string(raw.rank) + " dimensions, above Limits::torch_max_rank");
   }
   std::uint64_t numel = 1;
-  for (const auto& d : shape->items) {
-    const auto n = d.as_u64();
+  for (const auto& n : raw.dims) {
     if (!n || *n > static_cast<std::uint64_t>(INT64_MAX)) bad(st, "tensor '" + name + "' has a bad dimension");
     if (*n != 0 && numel > UINT64_MAX / *n) bad(st, "tensor '" + name + "': element count overflows");
     numel *= *n;
     e.shape.push_back(static_cast<std::int64_t>(*n));
   }
-  const auto b = offs->items[0].as_u64(), en = offs->items[1].as_u64();
+  const auto b = raw.offs[0], en = raw.offs[1];
   if (!b || !en || *b > *en) bad(st, "tensor '" + name + "' has data_offsets that are not 0 <= begin <= end");
   e.begin = *b;
   e.end = *en;
@@ -111,26 +235,25 @@ void read_safetensors(Checkpoint::State& st) {
                 " bytes): truncated", 0);
   }
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, n);
-  auto [root, err] = json::parse(text);
-  if (!root) bad(st, "header JSON: " + err.message, 8 + err.offset);
-  if (root->type != json::Value::Type::kObject) bad(st, "the header is not a JSON object", 8);
+  std::vector<Raw> members = read_header(st, text);
   const std::uint64_t data_start = 8 + n;
   const std::uint64_t data_size = file.size() - data_start;
   std::vector<Entry> entries;
-  for (const auto& [name, v] : root->members) {
-    if (name == "__metadata__") {
-      if (v.type != json::Value::Type::kObject) bad(st, "__metadata__ is not an object");
-      for (const auto& [k, m] : v.members) {
-        if (m.type != json::Value::Type::kString) bad(st, "__metadata__ value of '" + k + "' is not a string");
-        st.metadata.emplace_back(k, m.text);
-      }
+  maploc::detail::FlatIndex by_name(members.size());  // seeded: names cannot be chosen to collide
+  auto same_name = [&](const std::string& name) { return [&](std::uint32_t i) { return entries[i].name == name; }; };
+  for (Raw& raw : members) {
+    if (raw.metadata) {
+      if (!raw.object) bad(st, "__metadata__ is not an object");
+      if (raw.bad_meta) bad(st, "__metadata__ value of '" + *raw.bad_meta + "' is not a string");
+      for (auto& kv : raw.meta) st.metadata.push_back(std::move(kv));
       continue;
     }
-    for (const Entry& e : entries) {
-      if (e.name == name) bad(st, "tensor '" + name + "' appears twice in the header");
-    }
-    entries.push_back(parse_entry(st, name, v));
+    const std::uint64_t h = maploc::detail::hash_text(raw.name);
+    if (by_name.find(h, same_name(raw.name))) bad(st, "tensor '" + raw.name + "' appears twice in the header");
+    entries.push_back(parse_entry(st, raw));
+    by_name.insert(h, static_cast<std::uint32_t>(entries.size() - 1));
   }
+  members = {};
   // The format's rule: tensors tile the data buffer exactly, no gaps, no overlaps.
   std::vector<const Entry*> by_offset;
   for (const Entry& e : entries) by_offset.push_back(&e);
@@ -176,12 +299,17 @@ void read_safetensors(Checkpoint::State& st) {
     const std::string& kept = meta.second;  // not a structured binding: clang 14 cannot capture those
     if (k.rfind(kTiedPrefix, 0) != 0) continue;
     const std::string alias = k.substr(kTiedPrefix.size());
-    auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == kept; });
-    if (it == entries.end()) {
+    const auto at = by_name.find(maploc::detail::hash_text(kept), same_name(kept));
+    if (!at) {
       st.diagnose("metadata ties '" + alias + "' to '" + kept + "', which is not in the file");
       continue;
     }
-    Tensor t = st.tensors[static_cast<std::size_t>(it - entries.begin())];
+    if (st.tensors.size() >= st.options.limits.torch_max_tensors) {
+      fail(ErrorCode::kTorchLimitTensors, "safetensors: tensors and tied aliases exceed Limits::torch_max_tensors (" +
+                                              std::to_string(st.options.limits.torch_max_tensors) + ")",
+           st.path);
+    }
+    Tensor t = st.tensors[*at];
     t.name = alias;
     st.tensors.push_back(std::move(t));
   }

@@ -51,7 +51,8 @@ struct Checkpoint::State {
   std::vector<StorageRef> refs;  ///< Value::external handle -> reference
   /// Tar format: tensors of the 'tensors' member by key; the object pickle
   /// refers to the i-th as Value::external(kTarTensorHandle + i).
-  std::map<std::string, Tensor> tar_tensors;
+  std::vector<Tensor> tar_tensors;                   ///< 0.1.x tar: tensors of the 'tensors' member, in file order
+  std::map<std::string, std::size_t> tar_tensor_index;  ///< their keys -> index (the first of a repeated key)
 
   /// Shared with every remap::Loaded made from this checkpoint (no copy per load).
   std::shared_ptr<std::vector<Tensor>> tensors_owner = std::make_shared<std::vector<Tensor>>();

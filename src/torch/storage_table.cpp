@@ -84,7 +84,9 @@ std::size_t StorageTable::add(Storage storage, std::uint64_t present_bytes) {
     dense_.push_back(static_cast<std::uint32_t>(index));
   } else {
     if (!hashed_) index_keys();
-    by_key_.insert(maploc::detail::hash_text(storage.key), static_cast<std::uint32_t>(index));
+    // A repeated key (the tar format allows one) stays unindexed: find() returns the first.
+    by_key_.insert_unique(maploc::detail::hash_text(storage.key), static_cast<std::uint32_t>(index),
+                          [&](std::uint32_t i) { return state_.storages[i].key == storage.key; });
   }
   state_.storages.push_back(std::move(storage));
   state_.present_bytes.push_back(present_bytes);

@@ -60,7 +60,7 @@ class StorageTable {
   bool hashed_ = false;
   std::size_t expected_ = 0;
   maploc::detail::FlatIndex by_key_;  ///< once hashed_: storage keys of this stream -> index into State::storages
-  std::unordered_map<std::string, std::uint64_t> views_;  ///< legacy view key -> handle
+  std::unordered_map<std::string, std::uint64_t, maploc::detail::SeededTextHash> views_;  ///< legacy view key -> handle
 };
 
 /// k for a storage key spelled the way torch counts storages ("0", "17": no

@@ -116,7 +116,7 @@ void read_tar(Checkpoint::State& st) {
     st.stream_bytes[idx] = st.file.bytes.slice(sc.pos, s.nbytes);
     handles[s.key] = table.add_ref({idx, *dtype});
     sc.pos += s.nbytes;
-    st.results.push_back(std::move(head));
+    // head is dropped here: everything it held was copied (a kept Result per header cost 64 KiB each)
   }
   pickle::Result views = sc.pickle_next();
   if (views.root().is(pickle::Kind::kList) || views.root().is(pickle::Kind::kTuple)) {
@@ -169,8 +169,10 @@ void read_tar(Checkpoint::State& st) {
     for (std::uint64_t d = 0; d < ndim; ++d) x.shape.push_back(tc.i64());
     for (std::uint64_t d = 0; d < ndim; ++d) x.stride.push_back(tc.i64());
     x.storage_offset = tc.i64();
-    st.tar_tensors.emplace(text_of(t[0]).value_or("?"), std::move(x));
-    st.results.push_back(std::move(head));
+    if (st.tar_tensor_index.emplace(text_of(t[0]).value_or("?"), st.tar_tensors.size()).second) {
+      st.tar_tensors.push_back(std::move(x));
+    }
+    // head is dropped here: everything it held was copied (a kept Result per header cost 64 KiB each)
   }
 
   Cursor pc{st, ms.at("pickle"), ms.at("pickle").offset};
@@ -178,8 +180,8 @@ void read_tar(Checkpoint::State& st) {
     if (pid.is(pickle::Kind::kTuple) && pid.size() >= 1) return pid[0];  // (module class, file, source)
     const auto key = text_of(pid).value_or("");
     if (auto h = handles.find(key); h != handles.end()) return pickle::Value::external(h->second);
-    if (auto t = st.tar_tensors.find(key); t != st.tar_tensors.end()) {
-      return pickle::Value::external(kTarTensorHandle + static_cast<std::uint64_t>(std::distance(st.tar_tensors.begin(), t)));
+    if (auto t = st.tar_tensor_index.find(key); t != st.tar_tensor_index.end()) {
+      return pickle::Value::external(kTarTensorHandle + t->second);  // O(log n), not a walk over the map
     }
     return std::nullopt;
   });

@@ -7,6 +7,7 @@
 #include "inflate.h"
 #include "maploc/error.h"
 #include "support/flat_index.h"
+#include "support/memory_guard.h"
 
 namespace maploc::zip {
 
@@ -28,8 +29,7 @@ Archive DirectoryParser::build(MappedFile file, const Limits& limits, bool locat
   for (std::uint32_t i = 0; i < a.records_.size(); ++i) {
     const std::string& name = a.records_[i].name;
     const std::uint64_t hash = maploc::detail::hash_text(name);
-    const auto earlier = index->find(hash, [&](std::uint32_t k) { return a.records_[k].name == name; });
-    index->insert(hash, i);
+    const auto earlier = index->insert_unique(hash, i, [&](std::uint32_t k) { return a.records_[k].name == name; });
     if (earlier) {
       throw Error(ErrorCode::kZipDuplicateName, Stage::kZip,
                   "two records are named '" + a.records_[i].name +
@@ -47,11 +47,12 @@ Archive DirectoryParser::build(MappedFile file, const Limits& limits, bool locat
 }
 
 Archive Archive::open(const std::filesystem::path& path, const Limits& limits) {
-  return DirectoryParser::build(MappedFile::open(path), limits);
+  return from_file(MappedFile::open(path), limits);
 }
 
 Archive Archive::from_file(MappedFile file, const Limits& limits) {
-  return DirectoryParser::build(std::move(file), limits);
+  const std::string path = file.path;
+  return maploc::detail::guard_memory(Stage::kZip, path, [&] { return DirectoryParser::build(std::move(file), limits); });
 }
 
 void Archive::require_prefix() const {
@@ -98,7 +99,7 @@ Bytes Archive::read(const Record& record) const {
   Bytes raw = file_.bytes.slice(static_cast<std::size_t>(record.data_offset),
                                 static_cast<std::size_t>(record.compressed_size));
   if (record.method == kMethodStored) return raw;
-  return inflate_record(raw, record, limits_, file_.path);
+  return maploc::detail::guard_memory(Stage::kZip, record.name, [&] { return inflate_record(raw, record, limits_, file_.path); });
 }
 
 }  // namespace maploc::zip

@@ -96,7 +96,7 @@ inline void check_load(const torch::Checkpoint& ckpt) {
 /// Reads the input as a checkpoint under tight limits and checks every invariant.
 inline void read_and_check(const std::uint8_t* data, std::size_t size) {
   torch::Options options;
-  options.limits = tight_limits();
+  options.limits = fuzz_limits();
   options.diagnostics = [](std::string_view) {};
   try {
     auto ckpt = torch::Checkpoint::from_file(as_file(data, size), options);

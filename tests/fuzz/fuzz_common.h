@@ -30,6 +30,17 @@ inline Limits tight_limits() {
   return l;
 }
 
+/// The limits a target runs with: tight_limits(), or with MAPLOC_FUZZ_LIMITS=default in
+/// the environment the library's defaults (tools/fuzz.sh's second mode, issue 15: inputs of
+/// a few MB, where an input that is slow or big under the default limits is a finding).
+inline Limits fuzz_limits() {
+  static const bool defaults = [] {
+    const char* mode = std::getenv("MAPLOC_FUZZ_LIMITS");
+    return mode != nullptr && std::strcmp(mode, "default") == 0;
+  }();
+  return defaults ? Limits{} : tight_limits();
+}
+
 /// The input as a MappedFile that owns a copy (the fuzzer's buffer dies after the call).
 inline MappedFile as_file(const std::uint8_t* data, std::size_t size) {
   return MappedFile::from_bytes(Bytes::owned(std::vector<std::uint8_t>(data, data + size)), "fuzz-input");

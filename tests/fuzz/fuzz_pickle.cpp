@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace maploc;
   std::span<const std::uint8_t> stream(data, size);
   pickle::Options options;
-  options.limits = fuzz::tight_limits();
+  options.limits = fuzz::fuzz_limits();
   options.allow_trailing = true;  // find STOP; trailing bytes are the caller's business
   options.stream_name = "fuzz.pkl";
 

@@ -8,7 +8,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace maploc;
   try {
-    auto archive = zip::Archive::from_file(fuzz::as_file(data, size), fuzz::tight_limits());
+    auto archive = zip::Archive::from_file(fuzz::as_file(data, size), fuzz::fuzz_limits());
     const std::uint64_t file_size = archive.file_bytes().size();
     for (const auto& record : archive.records()) {
       // The directory promise: every record's data lies inside the file.

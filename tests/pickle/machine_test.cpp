@@ -229,3 +229,38 @@ TEST_CASE("hashing memo-shared nested tuples in a frozenset is linear, not expon
   REQUIRE(result.root().is(mp::Kind::kFrozenSet));
   CHECK(result.root().size() == 1);
 }
+
+namespace {
+// A protocol-2 pickle of one LONG4 holding `le` (little-endian two's complement).
+std::string long4_pickle(const std::string& le) {
+  std::string p = "\x80\x02\x8b"s;
+  for (int k = 0; k < 4; ++k) p.push_back(static_cast<char>((le.size() >> (8 * k)) & 0xff));
+  return p + le + ".";
+}
+}  // namespace
+
+TEST_CASE("ints beyond 4300 digits print as Python's hex(), in linear time", "[pickle][limits]") {
+  // 2**14284 - 1: 14284 bits, exactly 4300 decimal digits (the last one 5, as 2**14284 ends in 6).
+  const std::string below = std::string(14284 / 8, '\xff') + std::string(1, '\x0f') + std::string(1, '\0');
+  const mp::Result a = mp::testing::load(long4_pickle(below));
+  const std::string dec = a.root().int_decimal();
+  CHECK(dec.size() == 4300);
+  CHECK(dec.back() == '5');
+  // 2**14284: one bit more may need 4301 digits, so it prints as hex(2**14284) does.
+  const std::string above = std::string(14284 / 8, '\0') + std::string(1, '\x10');
+  const mp::Result b = mp::testing::load(long4_pickle(above));
+  CHECK(b.root().int_decimal() == "0x1" + std::string(14284 / 4, '0'));
+  // Negative: hex(-2**14284 - 1) == '-0x1' + '0' * 3570 + '1'.
+  // -(2**14284) - 1 == ~(2**14284): every bit set but bit 14284.
+  const std::string neg = std::string(14284 / 8, '\xff') + std::string(1, '\xef');
+  const mp::Result c = mp::testing::load(long4_pickle(neg));
+  CHECK(c.root().int_decimal() == "-0x1" + std::string(14284 / 4 - 1, '0') + "1");
+  // The cap is a parameter (Limits::pickle_max_int_digits): 2**64 has 20 digits, 10 hold 33 bits.
+  const mp::Result d = mp::testing::load(("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01."sv));
+  CHECK(d.root().int_decimal(10) == "0x10000000000000000");
+  CHECK(d.root().int_decimal() == "18446744073709551616");
+  // dis prints the same hex for a LONG4 beyond the cap.
+  const std::string p = long4_pickle(above);
+  const std::string dis = mp::disassemble(std::span(reinterpret_cast<const std::uint8_t*>(p.data()), p.size()));
+  CHECK(dis.find(" 0x1" + std::string(14284 / 4, '0') + "\n") != std::string::npos);
+}

@@ -47,10 +47,16 @@ TEST_CASE("every Limits field is tripped by some file of the corpus", "[security
     for (const auto& [name, value] : e.limits) lowered.insert(name);
   }
   lowered.insert("pickle_max_nesting_depth");  // nesting_bomb.pkl at the default 1000
+  // Tripped at their defaults by the complexity corpus (tests/security/complexity_test.cpp):
+  // tensor_bomb.pt, long_names.pt, walk_bytes_bomb.pt; the int-digit cap is never an error (hex
+  // beyond it: tests/pickle/machine_test.cpp, bigint_key_*.pt and bigint_dis_*.pkl).
+  for (const char* f : {"torch_max_tensors", "torch_max_name_bytes", "torch_max_walk_bytes", "pickle_max_int_digits"})
+    lowered.insert(f);
   for (const char* field : {"zip_max_entries", "zip_max_inflated_bytes", "zip_max_compression_ratio",
                             "pickle_max_stack_depth", "pickle_max_nesting_depth", "pickle_max_memo_entries",
                             "pickle_max_string_bytes", "pickle_max_container_items", "pickle_max_total_bytes",
-                            "torch_max_rank", "torch_max_walk_paths"}) {
+                            "torch_max_rank", "torch_max_walk_paths", "pickle_max_int_digits", "torch_max_tensors",
+                            "torch_max_name_bytes", "torch_max_walk_bytes"}) {
     INFO(field);
     CHECK(lowered.count(field) == 1);
   }
@@ -60,6 +66,8 @@ TEST_CASE("every Limits field is tripped by some file of the corpus", "[security
   CHECK(d.pickle_max_container_items >= (1u << 20));
   CHECK(d.torch_max_rank == 64);
   CHECK(d.torch_max_walk_paths == (std::uint64_t{1} << 26));
+  CHECK(d.torch_max_tensors >= (1u << 21));
+  CHECK(d.pickle_max_int_digits == 4300);
 }
 
 TEST_CASE("a file passes once the limit it trips is raised back to the default", "[security][limits]") {

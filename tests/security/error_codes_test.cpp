@@ -132,6 +132,10 @@ const std::map<std::string, std::string> kElsewhere = {
     {"kTorchNotConvertible", "convert API: tests/write/safetensors_test.cpp"},
     {"kTorchBadSet", "sharded sets: tests/sharded/set_test.cpp (fixtures/sharded/bad_*)"},
     {"kTorchBadDcp", "torch.distributed.checkpoint: tests/sharded/dcp_test.cpp"},
+    {"kTorchLimitTensors", "complexity corpus at the default limits: tensor_bomb.pt (tests/security/complexity_test.cpp)"},
+    {"kTorchLimitNameBytes", "complexity corpus at the default limits: long_names.pt (tests/security/complexity_test.cpp)"},
+    {"kTorchLimitWalkBytes", "complexity corpus at the default limits: walk_bytes_bomb.pt (tests/security/complexity_test.cpp)"},
+    {"kLimitMemory", "allocation failure under RLIMIT_AS: tests/security/complexity_test.cpp"},
 };
 
 }  // namespace

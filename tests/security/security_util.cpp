@@ -51,10 +51,17 @@ Limits limits_of(const Entry& e) {
     else if (name == "pickle_max_total_bytes") l.pickle_max_total_bytes = value;
     else if (name == "torch_max_rank") l.torch_max_rank = value;
     else if (name == "torch_max_walk_paths") l.torch_max_walk_paths = value;
+    else if (name == "pickle_max_int_digits") l.pickle_max_int_digits = value;
+    else if (name == "torch_max_tensors") l.torch_max_tensors = value;
+    else if (name == "torch_max_name_bytes") l.torch_max_name_bytes = value;
+    else if (name == "torch_max_walk_bytes") l.torch_max_walk_bytes = value;
     else throw std::runtime_error("manifest names an unknown limit " + name);
   }
   return l;
 }
+
+// Files of the complexity corpus are built at test time and named by absolute path.
+std::string path_of(const Entry& e) { return e.file.rfind('/', 0) == 0 ? e.file : malicious_dir() + "/" + e.file; }
 
 std::string missing_global(const std::vector<std::string>& want, const std::vector<std::string>& have) {
   for (const auto& g : want) {
@@ -67,7 +74,7 @@ std::string run_checkpoint(const Entry& e, bool load) {
   torch::Options options;
   options.limits = limits_of(e);
   options.diagnostics = [](std::string_view) {};
-  auto ckpt = torch::Checkpoint::open(malicious_dir() + "/" + e.file, options);
+  auto ckpt = torch::Checkpoint::open(path_of(e), options);
   for (std::size_t i = 0; i < ckpt.storages().size(); ++i) (void)ckpt.storage_bytes(i);
   if (load) {
     static const remap::DeviceInventory kNoGpu{};
@@ -110,7 +117,7 @@ const std::vector<Entry>& manifest() {
 
 std::string run_entry(const Entry& e) {
   try {
-    const std::string path = malicious_dir() + "/" + e.file;
+    const std::string path = path_of(e);
     if (e.reader == "pickle" || e.reader == "dis") {
       auto file = MappedFile::open(path);
       if (e.reader == "dis") {
@@ -139,7 +146,9 @@ std::string run_entry(const Entry& e) {
   }
 }
 
-Measured run_forked(const Entry& entry) {
+Measured run_forked(const Entry& entry) { return run_forked(entry, ForkLimits{}); }
+
+Measured run_forked(const Entry& entry, const ForkLimits& limits) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   const auto start = std::chrono::steady_clock::now();
@@ -148,6 +157,10 @@ Measured run_forked(const Entry& entry) {
   if (pid == 0) {
     close(fds[0]);
     alarm(60);  // a hang becomes SIGALRM, reported as "killed"
+    if (limits.address_space_bytes != 0) {
+      const struct rlimit as{limits.address_space_bytes, limits.address_space_bytes};
+      if (setrlimit(RLIMIT_AS, &as) != 0) _exit(2);
+    }
     const std::string out = run_entry(entry);
     const ssize_t n = write(fds[1], out.data(), out.size());
     _exit(n == static_cast<ssize_t>(out.size()) ? 0 : 1);
@@ -163,6 +176,8 @@ Measured run_forked(const Entry& entry) {
   Measured m;
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.peak_rss_kb = static_cast<std::uint64_t>(usage.ru_maxrss);
+  m.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                  static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
   if (WIFSIGNALED(status)) m.outcome = WTERMSIG(status) == SIGALRM ? "killed" : "crashed";
   else if (WEXITSTATUS(status) != 0) m.outcome = "crashed";
   else m.outcome = out;

@@ -35,9 +35,16 @@ struct Measured {
   std::string outcome;        ///< what run_entry returned, or "crashed"/"killed"
   std::uint64_t peak_rss_kb = 0;
   double seconds = 0;
+  double cpu_seconds = 0;  ///< user + system time of the child
+};
+
+/// Bounds set on the child before it reads.
+struct ForkLimits {
+  std::uint64_t address_space_bytes = 0;  ///< RLIMIT_AS; 0: none
 };
 
 /// Forks, runs run_entry in the child and measures it (getrusage of the child).
 Measured run_forked(const Entry& entry);
+Measured run_forked(const Entry& entry, const ForkLimits& limits);
 
 }  // namespace maploc::security

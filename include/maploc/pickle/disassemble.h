@@ -31,6 +31,11 @@ struct DisOptions {
   unsigned indent = 4;
   /// Reported as the item of errors.
   std::string stream_name{};
+  /// LONG1/LONG4 ints with more digits print as Python's hex() ("0x..."),
+  /// where pickletools (CPython >= 3.11) would raise ValueError; see
+  /// Limits::pickle_max_int_digits. Decimal literals (INT, LONG) longer than
+  /// 4300 digits are kPickleBadArgument, as int() refuses them.
+  std::uint64_t max_int_digits = 4300;
 };
 
 /// Writes the disassembly of one pickle (from start_offset through the first

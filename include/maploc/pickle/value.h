@@ -78,8 +78,10 @@ class Value {
   bool is_big_int() const noexcept { return kind_ == Kind::kInt && boxed_; }
   /// kInt that fits int64 (kPickleTypeError otherwise; check is_big_int()).
   std::int64_t as_int() const;
-  /// Any kInt in decimal, e.g. "-340282366920938463463374607431768211456".
-  std::string int_decimal() const;
+  /// Any kInt in decimal, e.g. "-340282366920938463463374607431768211456";
+  /// an int of more than max_digits digits (Limits::pickle_max_int_digits,
+  /// judged by its bit length) prints as Python's hex() instead ("0x...").
+  std::string int_decimal(std::uint64_t max_digits = 4300) const;
   /// Any kInt as minimal little-endian two's-complement bytes (0 -> empty).
   std::vector<std::uint8_t> int_bytes() const;
   double as_float() const;
