@@ -41,35 +41,71 @@ void check_relative(const std::string& name, const std::string& index) {
 }
 
 Index parse_index(const Bytes& bytes, const std::string& path) {
-  using T = json::Value::Type;
-  auto [doc, err] = json::parse(bytes.text(), 64);
-  if (!doc) fail(ErrorCode::kTorchBadSet, "index: the JSON does not parse: " + err.message, path, err.offset);
-  const json::Value* map = doc->type == T::kObject ? doc->find("weight_map") : nullptr;
-  if (map == nullptr || map->type != T::kObject) {
+  using T = json::Reader::Type;
+  // Read in one pass by the pull reader (no JSON tree: issue 15), keeping the
+  // first "weight_map" and "metadata" members; the checks follow the parse.
+  struct Mapped {
+    std::string name;
+    bool is_file;
+    std::string file;
+  };
+  bool is_object = false, map_seen = false, map_is_object = false, meta_seen = false;
+  std::vector<Mapped> map;
+  Index ix;
+  try {
+    json::Reader r(bytes.text(), 64);
+    if (r.peek() == T::kObject) {
+      is_object = true;
+      r.object([&](std::string&& key) {
+        if (key == "weight_map" && !map_seen) {
+          map_seen = true;
+          map_is_object = r.peek() == T::kObject;
+          if (!map_is_object) return r.skip();
+          r.object([&](std::string&& name) {
+            const bool is_file = r.peek() == T::kString;
+            std::string file = is_file ? r.string() : std::string();
+            if (!is_file) r.skip();
+            map.push_back({std::move(name), is_file, std::move(file)});
+          });
+        } else if (key == "metadata" && !meta_seen && r.peek() == T::kObject) {
+          meta_seen = true;
+          r.object([&](std::string&& k) {
+            const T t = r.peek();
+            if (t == T::kString) ix.metadata.emplace_back(std::move(k), r.string());
+            else if (t == T::kNumber) ix.metadata.emplace_back(std::move(k), std::string(r.number()));
+            else r.skip();
+          });
+        } else {
+          if (key == "metadata") meta_seen = true;
+          r.skip();
+        }
+      });
+    } else {
+      r.skip();
+    }
+    r.end();
+  } catch (const json::Failure& f) {
+    fail(ErrorCode::kTorchBadSet, "index: the JSON does not parse: " + f.message, path, f.offset);
+  }
+  if (!is_object || !map_is_object) {
     fail(ErrorCode::kTorchNotCheckpoint,
          "not a torch checkpoint: it is JSON without a \"weight_map\" object (a sharded set's index maps each "
          "tensor to its file, e.g. model.safetensors.index.json)",
          path);
   }
-  Index ix;
-  if (const json::Value* meta = doc->find("metadata"); meta != nullptr && meta->type == T::kObject) {
-    for (const auto& m : meta->members) {
-      if (m.second.type == T::kNumber || m.second.type == T::kString) ix.metadata.emplace_back(m.first, m.second.text);
+  for (const auto& m : map) {
+    if (!m.is_file || m.file.empty()) {
+      bad_set("the weight_map maps tensor '" + m.name + "' to something other than a file name", path);
     }
-  }
-  for (const auto& m : map->members) {
-    if (m.second.type != T::kString || m.second.text.empty()) {
-      bad_set("the weight_map maps tensor '" + m.first + "' to something other than a file name", path);
-    }
-    check_relative(m.second.text, path);
-    ix.files.push_back(m.second.text);
+    check_relative(m.file, path);
+    ix.files.push_back(m.file);
   }
   std::sort(ix.files.begin(), ix.files.end());
   ix.files.erase(std::unique(ix.files.begin(), ix.files.end()), ix.files.end());
-  ix.entries.reserve(map->members.size());
-  for (const auto& m : map->members) {
-    const auto at = std::lower_bound(ix.files.begin(), ix.files.end(), m.second.text);
-    ix.entries.push_back({m.first, static_cast<std::size_t>(at - ix.files.begin())});
+  ix.entries.reserve(map.size());
+  for (auto& m : map) {
+    const auto at = std::lower_bound(ix.files.begin(), ix.files.end(), m.file);
+    ix.entries.push_back({std::move(m.name), static_cast<std::size_t>(at - ix.files.begin())});
   }
   std::stable_sort(ix.entries.begin(), ix.entries.end(),
                    [](const MapEntry& a, const MapEntry& b) { return a.name < b.name; });
