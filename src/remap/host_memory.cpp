@@ -2,6 +2,7 @@
 #include "remap/host_memory.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,15 +51,19 @@ struct Piece {
   std::uint64_t off, n;
 };
 
-void fill_piece(const HostFill& f, const Piece& p, int fd) {
+// Returns false when pread met the end of the file before the range's end:
+// the file shrank after it was mapped, and the mapping's missing pages would
+// raise SIGBUS, so the caller raises an error instead of copying from them.
+bool fill_piece(const HostFill& f, const Piece& p, int fd) {
   std::uint8_t* dst = f.dst + p.off;
   std::uint64_t done = 0;
   if (fd >= 0 && f.file_offset >= 0 && f.swap_unit <= 1 && f.src.size() >= kPreadMin) {
     while (done < p.n) {
       const ssize_t got = ::pread(fd, dst + done, static_cast<std::size_t>(p.n - done),
                                   static_cast<off_t>(static_cast<std::uint64_t>(f.file_offset) + p.off + done));
-      if (got <= 0) {
-        if (got < 0 && errno == EINTR) continue;
+      if (got == 0) return false;  // end of file inside the range: truncated while loading
+      if (got < 0) {
+        if (errno == EINTR) continue;
         break;  // the rest comes from the mapping
       }
       done += static_cast<std::uint64_t>(got);
@@ -68,6 +73,13 @@ void fill_piece(const HostFill& f, const Piece& p, int fd) {
     maploc::detail::copy_swapped(dst + done, f.src.data() + p.off + done, static_cast<std::size_t>(p.n - done),
                                  f.swap_unit);
   }
+  return true;
+}
+
+[[noreturn]] void file_shrank(std::uint64_t size, std::uint64_t needed) {
+  throw Error(ErrorCode::kIoRead, Stage::kRemap,
+              "the checkpoint file is now " + std::to_string(size) + " bytes but its storages reach byte " +
+                  std::to_string(needed) + ": it was truncated or replaced after it was opened; open it again");
 }
 
 // Runs piece(k) for every k < count, in order on the calling thread when the
@@ -253,12 +265,32 @@ void fill_host(std::span<const HostFill> fills, int fd, unsigned threads, maploc
     for (std::uint64_t off = 0; off < n; off += piece) pieces.push_back({i, off, std::min(piece, n - off)});
     total += n;
   }
+  // A file truncated after it was mapped: the copies from the mapping would
+  // fault with SIGBUS past its new end. Checked once here; a truncation during
+  // the copies is caught by pread's end of file (ranges of 256 KiB and up) and
+  // stays a SIGBUS for smaller ones (docs/security.md).
+  std::uint64_t needed = 0;
+  for (const HostFill& f : fills) {
+    if (f.file_offset >= 0) needed = std::max(needed, static_cast<std::uint64_t>(f.file_offset) + f.src.size());
+  }
+  if (fd >= 0) {
+    struct stat st {};
+    if (needed > 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < needed) {
+      file_shrank(static_cast<std::uint64_t>(st.st_size), needed);
+    }
+  }
   // Largest pieces first, so that no thread is left with a big one at the end.
   std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.n > b.n; });
+  std::atomic<bool> shrank{false};
   for_each_piece(pieces.size(), total, threads, [&](std::size_t k) {
-    fill_piece(fills[pieces[k].fill], pieces[k], fd);
+    if (shrank.load(std::memory_order_relaxed)) return;
+    if (!fill_piece(fills[pieces[k].fill], pieces[k], fd)) shrank.store(true);
     if (meter != nullptr) meter->add(pieces[k].n);
   });
+  if (shrank.load()) {
+    struct stat st {};
+    file_shrank(::fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0, needed);
+  }
 }
 
 std::vector<PageRange> populate_pieces(std::span<const PlacedStorage> storages) {

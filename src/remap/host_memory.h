@@ -62,8 +62,9 @@ struct HostFill {
 /// there is enough to do: ranges of at least 256 KiB that lie plainly in
 /// the file are read with pread(fd) in 8 MiB pieces straight into their
 /// destination (no page faults on the mapping, loading-performance-and-security.md
-/// A.10); the rest are copied (and swapped) from `src`. A failed or short
-/// pread falls back to copying from `src`. `fd` < 0: copies only.
+/// A.10); the rest are copied (and swapped) from `src`. A failed pread falls
+/// back to copying from `src`. `fd` < 0: copies only. kIoRead, not SIGBUS, when
+/// the file behind `fd` is shorter than the ranges (truncated after mapping).
 void fill_host(std::span<const HostFill> fills, int fd, unsigned threads,
                maploc::detail::ProgressMeter* meter = nullptr);
 

@@ -134,9 +134,17 @@ class FileForReads {
     if (checkpoint.archive() == nullptr) return;
     fd_ = ::open(checkpoint.path().c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st {};
+    const std::uint64_t mapped = checkpoint.archive()->file_bytes().size();
+    if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) < mapped) {
+      // Shorter than when it was mapped: copying from the mapping would raise SIGBUS.
+      close();
+      throw Error(ErrorCode::kIoRead, Stage::kRemap,
+                  "the checkpoint file is now " + std::to_string(st.st_size) + " bytes, " + std::to_string(mapped) +
+                      " when it was opened: it was truncated or replaced after it was opened; open it again",
+                  std::nullopt, checkpoint.path());
+    }
     if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) ||
-        static_cast<std::uint64_t>(st.st_size) != checkpoint.archive()->file_bytes().size() ||
-        !same_bytes(offset, src)) {
+        static_cast<std::uint64_t>(st.st_size) != mapped || !same_bytes(offset, src)) {
       close();
     }
   }

@@ -216,3 +216,23 @@ TEST_CASE("copies report progress, serialized and ending at the total; views cop
 }
 
 }  // namespace maploc::test
+
+namespace maploc::test {
+
+TEST_CASE("a file truncated after it was opened fails with kIoRead when copied (not SIGBUS)", "[remap][malformed]") {
+  // Another process shrinks the checkpoint between open and load: the copies
+  // (owned host memory) would read pages the file no longer backs.
+  const auto copy = std::filesystem::temp_directory_path() / "maploc-truncated-while-open.pt";
+  std::filesystem::copy_file(fixture("checkpoints/dtypes.t2x.pt"), copy, std::filesystem::copy_options::overwrite_existing);
+  {
+    const auto checkpoint = torch::Checkpoint::open(copy);
+    REQUIRE(!checkpoint.storages().empty());
+    std::filesystem::resize_file(copy, 64);
+    const Error e = error_of([&] { (void)remap::load(checkpoint, options(MapLocation::all_to("cpu"), HostMemory::kOwnedCopy)); });
+    CHECK(e.code() == ErrorCode::kIoRead);
+    CHECK(std::string(e.what()).find("truncated or replaced after it was opened") != std::string::npos);
+  }
+  std::filesystem::remove(copy);
+}
+
+}  // namespace maploc::test
