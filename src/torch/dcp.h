@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct DcpChunk {
   std::string transform;              ///< first transform descriptor ("stream.zstd/1"), empty for none
 };
 
+/// A SAFETENSORS-layout file of a DCP directory, opened once for all its tensors: re-parsing
+/// the header and DCP_SHARDING_INFO for each tensor made a file of n tensors cost O(n^2).
+struct DcpSafetensors;
+
 /// What storage_bytes() needs to assemble each DCP tensor.
 struct DcpLayout {
   std::string dir;
@@ -31,6 +36,9 @@ struct DcpLayout {
   std::vector<std::vector<DcpChunk>> chunks;  ///< per storage of the checkpoint
   std::vector<std::vector<std::int64_t>> shapes;  ///< per storage: the full tensor's size
   Limits limits;
+  /// Per file, its DcpSafetensors once a tensor first needs it (storage_bytes may run on several threads).
+  mutable std::mutex opened_mutex;
+  mutable std::vector<std::shared_ptr<const DcpSafetensors>> opened;
 };
 
 /// Reads `dir/.metadata` with the inert pickle machine (kTorchBadDcp for a

@@ -1,5 +1,6 @@
 // dcp_assemble.cpp - a DCP tensor made whole from its chunks: each a torch.save zip at a byte range, or a safetensors tensor.
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <memory>
 
@@ -7,6 +8,8 @@
 
 #include "maploc/error.h"
 #include "torch/dcp.h"
+#include "support/flat_index.h"
+#include "support/seeded_hash.h"
 #include "torch/json_subset.h"
 #include "torch/state.h"
 
@@ -17,23 +20,87 @@ namespace {
   fail(ErrorCode::kTorchBadDcp, "torch.distributed.checkpoint: " + why, item);
 }
 
-// DCP_SHARDING_INFO of a SAFETENSORS-layout file: fqn -> {"saved_offsets": [...]}.
-std::vector<std::int64_t> saved_offsets(const Checkpoint& c, const std::string& fqn, const std::string& file) {
-  for (const auto& [key, value] : c.metadata()) {
-    if (key != "DCP_SHARDING_INFO") continue;
-    auto [doc, err] = json::parse(value, 8);
-    const json::Value* entry = doc ? doc->find(fqn) : nullptr;
-    const json::Value* offs = entry ? entry->find("saved_offsets") : nullptr;
-    if (offs == nullptr || offs->type != json::Value::Type::kArray) break;
-    std::vector<std::int64_t> out;
-    for (const auto& o : offs->items) {
-      const auto n = o.as_u64();
-      if (!n || *n > static_cast<std::uint64_t>(INT64_MAX)) break;
-      out.push_back(static_cast<std::int64_t>(*n));
-    }
-    return out;
+}  // namespace
+
+struct DcpSafetensors {
+  Checkpoint checkpoint;
+  detail::FlatIndex tensor_index;               // tensor name -> position in checkpoint.tensors()
+  std::vector<std::string> fqns;                 // DCP_SHARDING_INFO's keys
+  std::vector<std::vector<std::int64_t>> saved;  // ... and their saved_offsets
+  detail::FlatIndex saved_index;                 // fqn -> position in fqns
+
+  const Tensor* tensor(const std::string& fqn) const {
+    const auto& ts = checkpoint.tensors();
+    const auto at = tensor_index.find(detail::hash_text(fqn), [&](std::uint32_t i) { return ts[i].name == fqn; });
+    return at ? &ts[*at] : nullptr;
   }
-  bad("tensor '" + fqn + "' has no saved_offsets in the DCP_SHARDING_INFO of '" + file + "'", fqn);
+  const std::vector<std::int64_t>* saved_offsets(const std::string& fqn) const {
+    const auto at = saved_index.find(detail::hash_text(fqn), [&](std::uint32_t i) { return fqns[i] == fqn; });
+    return at ? &saved[*at] : nullptr;
+  }
+};
+
+namespace {
+
+// DCP_SHARDING_INFO of a SAFETENSORS-layout file: {fqn: {"saved_offsets": [...], ...}, ...}, read
+// once by the pull reader (an entry without usable saved_offsets is left out: its tensor fails).
+void read_sharding_info(DcpSafetensors& f, std::string_view text, const std::string& file) {
+  try {
+    json::Reader r(text, 8);
+    r.object([&](std::string fqn) {
+      std::optional<std::vector<std::int64_t>> offs;
+      if (r.peek() != json::Reader::Type::kObject) return r.skip();
+      r.object([&](std::string key) {
+        if (key != "saved_offsets" || r.peek() != json::Reader::Type::kArray) return r.skip();
+        offs.emplace();
+        r.array([&] {
+          if (r.peek() != json::Reader::Type::kNumber) {
+            offs.reset();
+            return r.skip();
+          }
+          const std::string_view n = r.number();
+          std::int64_t v = -1;
+          const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+          if (ec != std::errc() || end != n.data() + n.size() || v < 0) offs.reset();
+          if (offs) offs->push_back(v);
+        });
+      });
+      if (!offs) return;
+      const auto pos = static_cast<std::uint32_t>(f.fqns.size());
+      f.fqns.push_back(std::move(fqn));
+      if (f.saved_index.insert_unique(detail::hash_text(f.fqns.back()), pos,
+                                      [&](std::uint32_t i) { return f.fqns[i] == f.fqns.back(); })) {
+        f.fqns.pop_back();  // a key given twice: the first one counts
+        return;
+      }
+      f.saved.push_back(std::move(*offs));
+    });
+    r.end();
+  } catch (const json::Failure& e) {
+    bad("the DCP_SHARDING_INFO of '" + file + "' is not valid JSON (" + e.message + " at byte " +
+        std::to_string(e.offset) + ")", file);
+  }
+}
+
+// The file's DcpSafetensors, opened on first use and kept in the layout.
+std::shared_ptr<const DcpSafetensors> safetensors_file(const DcpLayout& layout, std::uint32_t file) {
+  std::lock_guard<std::mutex> lock(layout.opened_mutex);
+  if (layout.opened.size() < layout.files.size()) layout.opened.resize(layout.files.size());
+  if (layout.opened[file]) return layout.opened[file];
+  Options o;
+  o.limits = layout.limits;
+  auto f = std::make_shared<DcpSafetensors>(DcpSafetensors{Checkpoint::from_file(layout.files[file], o), {}, {}, {}, {}});
+  const auto& ts = f->checkpoint.tensors();
+  f->tensor_index.reserve(ts.size());
+  for (std::uint32_t i = 0; i < ts.size(); ++i) {
+    if (ts[i].is_component || !ts[i].storage) continue;
+    f->tensor_index.insert_unique(detail::hash_text(ts[i].name), i, [&](std::uint32_t j) { return ts[j].name == ts[i].name; });
+  }
+  for (const auto& [key, value] : f->checkpoint.metadata()) {
+    if (key == "DCP_SHARDING_INFO") read_sharding_info(*f, value, layout.file_names[file]);
+  }
+  layout.opened[file] = f;
+  return f;
 }
 
 constexpr std::string_view kZstd = "stream.zstd/1";
@@ -68,8 +135,8 @@ Bytes unzstd(const Bytes& in, const std::string& fqn, const Limits& limits) {
   return Bytes::owned(std::move(out));
 }
 
-// The checkpoint holding one chunk: a torch.save zip at [offset, offset+length) of its file, or
-// (SAFETENSORS layout) the whole safetensors file.
+// The checkpoint holding one chunk of the TORCH_SAVE layout: a torch.save zip at
+// [offset, offset+length) of its file.
 Checkpoint open_chunk(const DcpLayout& layout, const DcpChunk& chunk, const std::string& fqn) {
   const std::string& name = layout.file_names[chunk.file];
   if (!chunk.transform.empty() && chunk.transform != kZstd) {
@@ -83,7 +150,6 @@ Checkpoint open_chunk(const DcpLayout& layout, const DcpChunk& chunk, const std:
   Options o;
   o.limits = layout.limits;
   const MappedFile& file = layout.files[chunk.file];
-  if (layout.safetensors[chunk.file]) return Checkpoint::from_file(file, o);
   if (chunk.offset > file.bytes.size() || chunk.length > file.bytes.size() - chunk.offset) {
     bad("the chunk of '" + fqn + "' lies past the end of '" + name + "'", fqn);
   }
@@ -152,24 +218,37 @@ Bytes assemble_dcp(const DcpLayout& layout, const Storage& storage, std::size_t 
   // Every chunk opened and checked before the tensor is allocated: its bytes exist (the chunk's own
   // checkpoint checked its record against its tensor), so a metadata size cannot make us allocate
   // what the files do not hold.
-  std::vector<Checkpoint> opened;
+  std::vector<Checkpoint> opened;  // the chunks' zips (TORCH_SAVE layout)
+  std::vector<std::shared_ptr<const DcpSafetensors>> files;  // or their safetensors files
   std::vector<const Tensor*> parts;
+  std::vector<const Checkpoint*> holders;
   opened.reserve(chunks.size());
   for (const DcpChunk& chunk : chunks) {
-    opened.push_back(open_chunk(layout, chunk, fqn));
-    const Checkpoint& c = opened.back();
+    const std::string& file = layout.file_names[chunk.file];
     const Tensor* t = nullptr;
-    for (const auto& x : c.tensors()) {
-      if (!x.is_component && x.storage && (!layout.safetensors[chunk.file] || x.name == fqn)) {
-        t = &x;
-        break;
+    if (layout.safetensors[chunk.file]) {
+      files.push_back(safetensors_file(layout, chunk.file));
+      holders.push_back(&files.back()->checkpoint);
+      t = files.back()->tensor(fqn);
+      const auto* saved = files.back()->saved_offsets(fqn);
+      if (t != nullptr && saved == nullptr) {
+        bad("tensor '" + fqn + "' has no saved_offsets in the DCP_SHARDING_INFO of '" + file + "'", fqn);
+      }
+      if (t != nullptr && *saved != chunk.offsets) {
+        bad("tensor '" + fqn + "' in '" + file + "' was saved at other offsets than the metadata's chunk", fqn);
+      }
+    } else {
+      opened.push_back(open_chunk(layout, chunk, fqn));
+      holders.push_back(&opened.back());
+      for (const auto& x : opened.back().tensors()) {
+        if (!x.is_component && x.storage) {
+          t = &x;
+          break;
+        }
       }
     }
-    const std::string& file = layout.file_names[chunk.file];
     if (t == nullptr) bad("no tensor for '" + fqn + "' in its chunk in '" + file + "'", fqn);
-    if (layout.safetensors[chunk.file] && saved_offsets(c, fqn, file) != chunk.offsets) {
-      bad("tensor '" + fqn + "' in '" + file + "' was saved at other offsets than the metadata's chunk", fqn);
-    }
+    const Checkpoint& c = *holders.back();
     if (t->dtype != storage.dtype || t->shape != chunk.sizes || c.byteorder() != ByteOrder::kLittle ||
         t->kind != TensorKind::kDense) {
       bad("the chunk of '" + fqn + "' in '" + file + "' is not a little-endian dense " +
@@ -181,7 +260,7 @@ Bytes assemble_dcp(const DcpLayout& layout, const Storage& storage, std::size_t 
   std::vector<bool> covered(static_cast<std::size_t>(storage.numel), false);
   for (std::size_t k = 0; k < chunks.size(); ++k) {
     const Tensor& t = *parts[k];
-    const Bytes raw = opened[k].storage_bytes(*t.storage);  // t lies inside it (validated on open)
+    const Bytes raw = holders[k]->storage_bytes(*t.storage);  // t lies inside it (validated on open)
     const std::int64_t inner = t.stride.empty() ? 1 : t.stride.back();
     for_each_row(t, chunks[k], full_stride, [&](std::int64_t s, std::int64_t d, std::int64_t n) {
       for (std::int64_t j = 0; j < n; ++j) {
