@@ -21,6 +21,7 @@ using detail::ByteSpan;
 using detail::CallNode;
 using detail::DictNode;
 using detail::GlobalNode;
+using detail::GlobalRole;
 using detail::Node;
 using detail::node_as;
 using detail::PersistentNode;
@@ -89,12 +90,12 @@ class Machine {
   // ---- stack and marks (marks are fences on the one stack, as in _pickle.c) ----
   std::size_t fence() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
 
-  void push(const Value& v) {
+  [[gnu::always_inline]] void push(const Value& v) {
     if (stack_.size() + marks_.size() >= limits_.pickle_max_stack_depth) [[unlikely]] too_deep();
     stack_.push_back(v);
   }
 
-  void need(std::size_t count) {
+  [[gnu::always_inline]] void need(std::size_t count) {
     if (stack_.size() - fence() < count) [[unlikely]] underflow(count);
   }
 
@@ -110,14 +111,14 @@ class Machine {
                  (marks_.empty() ? " on the stack" : " above the MARK"));
   }
 
-  Value pop() {
+  [[gnu::always_inline]] Value pop() {
     need(1);
     Value v = stack_.back();
     stack_.pop_back();
     return v;
   }
 
-  Value& top() {
+  [[gnu::always_inline]] Value& top() {
     need(1);
     return stack_.back();
   }
@@ -131,7 +132,7 @@ class Machine {
   }
 
   // ---- allocation accounting and limits ----
-  void account(std::uint64_t bytes) {
+  [[gnu::always_inline]] void account(std::uint64_t bytes) {
     if (bytes > limits_.pickle_max_total_bytes - allocated_ ||
         allocated_ > limits_.pickle_max_total_bytes)
       in_.fail(ErrorCode::kPickleLimitTotalBytes,
@@ -344,9 +345,23 @@ class Machine {
       else if (module == "copy_reg") module = "copyreg";
     }
     account(sizeof(GlobalNode));
-    Value v = Builder::box(Kind::kGlobal, &arena_.globals.emplace_back(module, name));
+    Value v = Builder::box(Kind::kGlobal, &arena_.globals.emplace_back(module, name, role_of(module, name)));
     arena_.global_values.push_back(v);
     return v;
+  }
+
+  static GlobalRole role_of(std::string_view module, std::string_view name) {
+    if (module == "_codecs" && name == "encode") return GlobalRole::kCodecsEncode;
+    if (module == "builtins" && name == "bytearray") return GlobalRole::kByteArray;
+    if (module == "builtins" && name == "dict") return GlobalRole::kDict;
+    if (module != "collections") return GlobalRole::kOther;
+    if (name == "OrderedDict") return GlobalRole::kOrderedDict;
+    if (name == "defaultdict") return GlobalRole::kDefaultDict;
+    return name == "Counter" ? GlobalRole::kCounter : GlobalRole::kOther;
+  }
+
+  static GlobalRole role(const Value& v) {
+    return v.kind() == Kind::kGlobal ? node_as<GlobalNode>(v).role : GlobalRole::kOther;
   }
 
   Value global_from_lines(ByteSpan module, ByteSpan name) {
@@ -363,11 +378,10 @@ class Machine {
 
   /// _codecs.encode(text[, 'latin1']) and builtins.bytearray(...); nullopt: keep the REDUCE inert.
   std::optional<Value> interpret(const Value& callable, const Value& args) {
-    if (callable.kind() != Kind::kGlobal || args.kind() != Kind::kTuple) return std::nullopt;
+    const bool encode = role(callable) == GlobalRole::kCodecsEncode;
+    const bool bytearray = role(callable) == GlobalRole::kByteArray;
+    if ((!encode && !bytearray) || args.kind() != Kind::kTuple) return std::nullopt;
     const auto& a = node_as<SeqNode>(args).items;
-    const bool encode = callable.is_global("_codecs", "encode");
-    const bool bytearray = callable.is_global("builtins", "bytearray");
-    if (!encode && !bytearray) return std::nullopt;
     if (bytearray && a.empty()) return blob(Kind::kByteArray, {});
     if (bytearray && a.size() == 1 && (a[0].kind() == Kind::kBytes || a[0].kind() == Kind::kByteArray))
       return blob(Kind::kByteArray, node_as<BlobNode>(a[0]).data);
@@ -387,18 +401,15 @@ class Machine {
     return blob(kind, keep(std::move(bytes)));
   }
 
-  static bool is_dict_class(const Value& c) {
-    return c.is_global("collections", "OrderedDict") || c.is_global("builtins", "dict") ||
-           c.is_global("collections", "defaultdict") || c.is_global("collections", "Counter");
-  }
+  static bool is_dict_class(const Value& c) { return role(c) >= GlobalRole::kOrderedDict; }
 
   /// OrderedDict(pairs) and dict(pairs | mapping | nothing) as the mapping they
   /// build: Python 2's OrderedDict.__reduce__ passes one list of [key, value]
   /// lists. An OrderedDict stays a call node (its BUILD state is attributes),
   /// its items recorded as SETITEMS records them. nullopt: keep the REDUCE.
   std::optional<Value> mapping(const Value& callable, const Value& args) {
-    const bool ordered = callable.is_global("collections", "OrderedDict");
-    if ((!ordered && !callable.is_global("builtins", "dict")) || args.kind() != Kind::kTuple) return std::nullopt;
+    const bool ordered = role(callable) == GlobalRole::kOrderedDict;
+    if ((!ordered && role(callable) != GlobalRole::kDict) || args.kind() != Kind::kTuple) return std::nullopt;
     const auto& a = node_as<SeqNode>(args).items;
     if (a.size() > 1 || (ordered && a.empty())) return std::nullopt;
     Value target = ordered ? call(Kind::kReduce, CallOp::kReduce, callable, seq(Kind::kTuple, {})) : dict();

@@ -55,10 +55,16 @@ struct DictNode : Node {
   explicit DictNode(std::pmr::memory_resource* pool) : Node(Kind::kDict), items(pool) {}
 };
 
+/// The globals whose calls the machine interprets or treats as mappings,
+/// recognised once when the name is read (REDUCE meets them memoized, again and again).
+enum class GlobalRole : std::uint8_t { kOther, kCodecsEncode, kByteArray, kOrderedDict, kDict, kDefaultDict, kCounter };
+
 struct GlobalNode : Node {
   std::string_view module;
   std::string_view name;
-  GlobalNode(std::string_view m, std::string_view n) : Node(Kind::kGlobal), module(m), name(n) {}
+  GlobalRole role;
+  GlobalNode(std::string_view m, std::string_view n, GlobalRole r)
+      : Node(Kind::kGlobal), module(m), name(n), role(r) {}
 };
 
 /// What APPEND(S), SETITEM(S) and BUILD did to the result of a call.

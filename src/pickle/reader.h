@@ -30,7 +30,7 @@ class Reader {
  public:
   Reader(std::span<const std::uint8_t> data, std::uint64_t start, const Limits& limits,
          const std::string& item)
-      : data_(data), pos_(start), limits_(limits), item_(item) {}
+      : data_(data), pos_(start), end_(data.size()), limits_(limits), item_(item) {}
 
   bool at_end() const noexcept { return pos_ >= data_.size(); }
   std::uint64_t pos() const noexcept { return pos_; }
@@ -53,7 +53,7 @@ class Reader {
     return *op_;
   }
 
-  RawArg read_arg(ArgKind kind) {
+  [[gnu::always_inline]] RawArg read_arg(ArgKind kind) {
     RawArg a;
     switch (kind) {
       case ArgKind::kNone: break;
@@ -106,6 +106,7 @@ class Reader {
       fail(ErrorCode::kPickleTruncated, "FRAME of " + std::to_string(len) + " bytes but only " +
                                             std::to_string(data_.size() - pos_) + " remain");
     frame_end_ = pos_ + len;
+    if (check_frames_) end_ = frame_end_;
   }
   void set_check_frames(bool on) noexcept { check_frames_ = on; }
 
@@ -122,18 +123,24 @@ class Reader {
   const Limits& limits() const noexcept { return limits_; }
 
  private:
+  /// One comparison against end_ (the frame's end inside a frame, else the
+  /// stream's): frame bookkeeping and errors are in the cold path.
   std::span<const std::uint8_t> take(std::uint64_t n) {
-    if (check_frames_ && frame_end_ != 0) {
-      if (pos_ >= frame_end_) {
-        frame_end_ = 0;  // frame consumed; reading continues outside it
-      } else if (n > frame_end_ - pos_) {
-        [[unlikely]] fail(ErrorCode::kPickleBadArgument, "opcode straddles the end of its FRAME");
-      }
-    }
-    if (pos_ > data_.size() || n > data_.size() - pos_) [[unlikely]] truncated(n);
+    if (pos_ > end_ || n > end_ - pos_) [[unlikely]] leave_frame(n);
     auto s = data_.subspan(pos_, n);
     pos_ += n;
     return s;
+  }
+
+  /// take() past end_: a frame read to its end is left (reading goes on
+  /// outside it); an opcode straddling a frame's end, or the stream's, fails.
+  [[gnu::noinline]] void leave_frame(std::uint64_t n) {
+    if (check_frames_ && frame_end_ != 0) {
+      if (pos_ < frame_end_) fail(ErrorCode::kPickleBadArgument, "opcode straddles the end of its FRAME");
+      frame_end_ = 0;  // frame consumed; reading continues outside it
+      end_ = data_.size();
+    }
+    if (pos_ > data_.size() || n > data_.size() - pos_) truncated(n);
   }
 
   // take()'s failure, out of line so that take() itself inlines into every opcode's read.
@@ -185,6 +192,7 @@ class Reader {
 
   std::span<const std::uint8_t> data_;
   std::uint64_t pos_;
+  std::uint64_t end_;  ///< what take() may read up to: frame_end_ inside a checked frame, else data_.size()
   const Limits& limits_;
   const std::string& item_;
   std::uint64_t op_offset_ = 0;

@@ -40,6 +40,20 @@ std::optional<std::string> text_of(const pickle::Value& v) {
   return std::nullopt;
 }
 
+namespace {
+// text_of() without a copy: a view of the str or bytes in the stream, or of
+// `scratch` for an int's decimal.
+std::optional<std::string_view> text_view(const pickle::Value& v, std::string& scratch) {
+  if (v.is(pickle::Kind::kStr)) return v.as_str();
+  if (v.is(pickle::Kind::kBytes)) {
+    const auto b = v.as_bytes();
+    return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  if (v.is(pickle::Kind::kInt) && !v.is_big_int()) return scratch = std::to_string(v.as_int());
+  return std::nullopt;
+}
+}  // namespace
+
 std::string global_path(const pickle::Value& v) {
   if (!v.is(pickle::Kind::kGlobal)) return std::string(pickle::kind_name(v.kind()));
   std::string out(v.global_module());
@@ -105,50 +119,53 @@ std::optional<pickle::Value> StorageTable::load(const pickle::Value& pid, std::u
             ", not a ('storage', type, key, location, numel) tuple",
         offset);
   }
-  const auto typename_ = text_of(pid[0]);
-  if (typename_ == "module" && pid.size() == 4) return pid[1];  // legacy ('module', cls, file, source)
+  const auto items = pid.elements();
+  std::string scratch[3];
+  const auto typename_ = text_view(items[0], scratch[0]);
+  if (typename_ == "module" && items.size() == 4) return items[1];  // legacy ('module', cls, file, source)
   if (typename_ != "storage") {
-    bad("has typename '" + typename_.value_or(std::string(pickle::kind_name(pid[0].kind()))) +
+    bad("has typename '" + std::string(typename_.value_or(pickle::kind_name(items[0].kind()))) +
             "', expected 'storage'",
         offset);
   }
-  if (pid.size() != 5 && pid.size() != 6) {
-    bad("('storage', ...) has " + std::to_string(pid.size()) + " items, expected 5 (or 6 in legacy files)",
+  if (items.size() != 5 && items.size() != 6) {
+    bad("('storage', ...) has " + std::to_string(items.size()) + " items, expected 5 (or 6 in legacy files)",
         offset);
   }
-  const pickle::Value& type = pid[1];
+  const pickle::Value& type = items[1];
   if (!type.is(Kind::kGlobal)) bad("storage type is a " + std::string(pickle::kind_name(type.kind())), offset);
   const auto dtype = dtype_from_storage_type(type.global_module(), type.global_name());
   if (!dtype) {
     fail(ErrorCode::kTorchUnknownDType, "unknown storage type " + global_path(type), stream_name_, offset);
   }
-  const auto key = text_of(pid[2]);
-  const auto location = text_of(pid[3]);
-  if (!key || !location || pid[3].is(Kind::kInt)) bad("has a key or location that is not a string", offset);
-  const pickle::Value& numel_v = pid[4];
+  const auto key_view = text_view(items[2], scratch[1]);
+  const auto location = text_view(items[3], scratch[2]);
+  if (!key_view || !location || items[3].is(Kind::kInt)) bad("has a key or location that is not a string", offset);
+  const std::string_view key = *key_view;
+  const pickle::Value& numel_v = items[4];
   if (!numel_v.is(Kind::kInt) || numel_v.is_big_int() || numel_v.as_int() < 0) {
-    bad("numel of storage '" + *key + "' is not a non-negative int64", offset);
+    bad("numel of storage '" + std::string(key) + "' is not a non-negative int64", offset);
   }
   const auto numel = static_cast<std::uint64_t>(numel_v.as_int());
   std::uint64_t nbytes = 0;
   if (!checked_mul(numel, element_size(*dtype), nbytes)) {
-    bad("numel " + std::to_string(numel) + " of storage '" + *key + "' overflows its byte size", offset);
+    bad("numel " + std::to_string(numel) + " of storage '" + std::string(key) + "' overflows its byte size", offset);
   }
 
   std::size_t index = 0;
-  if (const auto found = find(*key)) {
+  if (const auto found = find(key)) {
     index = *found;
     const Storage& s = state_.storages[index];
     if (s.nbytes != nbytes) {
       fail(ErrorCode::kTorchStorageConflict,
-           "storage '" + *key + "' is referenced as " + std::to_string(s.nbytes) + " bytes of " +
+           "storage '" + std::string(key) + "' is referenced as " + std::to_string(s.nbytes) + " bytes of " +
                std::string(dtype_name(s.dtype)) + " and as " + std::to_string(nbytes) + " bytes of " +
                std::string(dtype_name(*dtype)),
            stream_name_, offset);
     }
   } else {
     Storage s;
-    s.key = *key;
+    s.key = key;
     s.dtype = *dtype;
     s.numel = numel;
     s.nbytes = nbytes;
@@ -159,13 +176,13 @@ std::optional<pickle::Value> StorageTable::load(const pickle::Value& pid, std::u
   }
 
   StorageRef ref{index, *dtype};
-  if (pid.size() == 6 && !pid[5].is_none()) {
+  if (items.size() == 6 && !items[5].is_none()) {
     // Legacy view_metadata (view_key, offset, size) in elements (§2.2): a
     // storage of its own, sharing the root's bytes.
-    const pickle::Value& view = pid[5];
+    const pickle::Value& view = items[5];
     if (!view.is(Kind::kTuple) || view.size() != 3 || !view[1].is(Kind::kInt) || !view[2].is(Kind::kInt) ||
         view[1].is_big_int() || view[2].is_big_int() || view[1].as_int() < 0 || view[2].as_int() < 0) {
-      bad("view_metadata of storage '" + *key + "' is not (view_key, offset, size)", offset);
+      bad("view_metadata of storage '" + std::string(key) + "' is not (view_key, offset, size)", offset);
     }
     const auto view_key = text_of(view[0]).value_or("");
     if (auto it = views_.find(view_key); it != views_.end()) return pickle::Value::external(it->second);
@@ -174,7 +191,7 @@ std::optional<pickle::Value> StorageTable::load(const pickle::Value& pid, std::u
     if (view_off > numel || view_len > numel - view_off) {
       fail(ErrorCode::kTorchTensorOutOfBounds,
            "view '" + view_key + "' [" + std::to_string(view_off) + ", +" + std::to_string(view_len) +
-               ") of storage '" + *key + "' lies outside its " + std::to_string(numel) + " elements",
+               ") of storage '" + std::string(key) + "' lies outside its " + std::to_string(numel) + " elements",
            stream_name_, offset);
     }
     const Storage& root = state_.storages[index];
