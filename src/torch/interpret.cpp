@@ -148,20 +148,45 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
     case Kind::kTuple:
     case Kind::kList:
     case Kind::kSet:
-    case Kind::kFrozenSet: {
-      const auto elems = v.elements();
-      for (std::size_t i = 0; i < elems.size(); ++i) walk(elems[i], join_name(name, std::to_string(i)), depth + 1);
-      return;
-    }
+    case Kind::kFrozenSet:
+    case Kind::kDict:
+    case Kind::kReduce:
+    case Kind::kObject:
+      break;
+    default:
+      return;  // scalars, strings, globals (dtypes, classes) are leaves
+  }
+  const void* node = v.identity();
+  if (node != nullptr && known_tensor_free(node)) return;
+  const std::size_t tensors_before = state_.tensors.size();
+  switch (v.kind()) {
     case Kind::kDict:
       for (const auto& item : v.items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
-      return;
+      break;
     case Kind::kReduce:
     case Kind::kObject:
       walk_object(v, name, depth);
-      return;
-    default:
-      return;  // scalars, strings, globals (dtypes, classes) are leaves
+      break;
+    default: {
+      const auto elems = v.elements();
+      for (std::size_t i = 0; i < elems.size(); ++i) walk(elems[i], join_name(name, std::to_string(i)), depth + 1);
+    }
+  }
+  if (node != nullptr && state_.tensors.size() == tensors_before) mark_tensor_free(node);
+}
+
+bool Interpreter::known_tensor_free(const void* node) const {
+  const auto word = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(node));
+  return tensor_free_index_.find(detail::hash_word(word, 0x74667265), [&](std::uint32_t i) { return tensor_free_[i] == node; })
+      .has_value();
+}
+
+void Interpreter::mark_tensor_free(const void* node) {
+  const auto word = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(node));
+  const auto pos = static_cast<std::uint32_t>(tensor_free_.size());
+  if (!tensor_free_index_.insert_unique(detail::hash_word(word, 0x74667265), pos,
+                                        [&](std::uint32_t i) { return tensor_free_[i] == node; })) {
+    tensor_free_.push_back(node);
   }
 }
 

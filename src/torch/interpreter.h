@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "maploc/pickle/value.h"
+#include "support/flat_index.h"
 #include "torch/state.h"
 
 namespace maploc::torch {
@@ -54,6 +55,14 @@ class Interpreter {
   std::uint64_t walk_bytes_ = 0;  ///< names formed and tensors listed (Limits::torch_max_walk_bytes)
   void account(std::uint64_t bytes, const std::string& name);
   void admit(const std::string& name);  ///< before a tensor is made: Limits::torch_max_tensors and its bytes
+
+  // Containers and objects (by node identity) whose walk found no tensor: met again through
+  // another memo reference, they are not walked again. Only tensors need a name per path, so a
+  // memo-shared tree of plain data (billion laughs) costs one walk per node, not one per path.
+  bool known_tensor_free(const void* node) const;
+  void mark_tensor_free(const void* node);
+  std::vector<const void*> tensor_free_;
+  detail::FlatIndex tensor_free_index_;
 };
 
 /// Python's str() of a dict key, for names (pickle::key_str); a class by its dotted path;
