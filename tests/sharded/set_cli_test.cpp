@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -75,5 +76,30 @@ TEST_CASE("maploc plan, load and verify take a set; broken sets exit 3 naming th
   const Run warn = run_cli("ls " + quoted(maploc::test::sharded_dir() / "bad_unmapped_tensor") + " 2>&1 >/dev/null");
   CHECK(warn.exit_code == 0);
   CHECK(warn.out.find("maploc: warning: tensor 'norm.weight'") != std::string::npos);
+}
+
+TEST_CASE("maploc remap and convert take a set or a DCP directory, and write torch's values", "[cli][sharded]") {
+  const auto out_dir = std::filesystem::temp_directory_path() / ("maploc_set_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(out_dir);
+  for (const std::string set : {"st_set", "mixed_set", "bin_set", "dcp_two", "dcp_safetensors"}) {
+    const auto manifest = maploc::test::set_manifest(set);
+    const auto in = quoted(maploc::test::sharded_dir() / set);
+    const auto pth = out_dir / (set + ".pth");
+    const auto st = out_dir / (set + ".safetensors");
+    INFO(set);
+    REQUIRE(run_cli("remap " + in + " " + quoted(pth) + " --map-location cpu --quiet").exit_code == 0);
+    REQUIRE(run_cli("convert " + in + " " + quoted(st) + " --quiet").exit_code == 0);
+    for (const auto& written : {pth, st}) {
+      INFO(written);
+      const Run r = run_cli("ls --json --hash " + quoted(written));
+      REQUIRE(r.exit_code == 0);
+      std::map<std::string, std::string> hashes;
+      const auto listing = nlohmann::json::parse(r.out);  // named: a temporary's subobject would dangle
+      for (const auto& t : listing["tensors"]) hashes[t["name"]] = t["sha256"];
+      CHECK(hashes.size() == manifest["tensors"].size());
+      for (const auto& t : manifest["tensors"]) CHECK(hashes[t["name"].get<std::string>()] == t["sha256"]);
+    }
+  }
+  std::filesystem::remove_all(out_dir);
 }
 #endif
