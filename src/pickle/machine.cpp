@@ -63,10 +63,14 @@ class Machine {
     // in a state_dict of small tensors, and an entry takes at least 3 bytes
     // (an opcode and BINPUT). Reserved address space costs nothing until it
     // is touched, so reserve for the densest stream: a regrowth would copy
-    // the memo into fresh 4 KiB pages. (A legacy file's stream runs on over
-    // its storages: at most 2^20 entries up front.)
+    // the memo into fresh 4 KiB pages. A stream with trailing data (legacy,
+    // 0.1.x tar) has no known end: what follows it is storages or further
+    // streams, so it reserves 2^12 entries and grows; one 0.1.x tar header
+    // per record each reserving for all the records after it was n^2 bytes
+    // allocated (cheap as address space, quadratic under AddressSanitizer).
     const std::uint64_t stream_bytes = data.size() - std::min<std::uint64_t>(options.start_offset, data.size());
-    dense_.reserve(std::min<std::uint64_t>({stream_bytes / 3, limits_.pickle_max_memo_entries, std::uint64_t{1} << 20}));
+    const std::uint64_t up_front = options.allow_trailing ? std::uint64_t{1} << 12 : std::uint64_t{1} << 20;
+    dense_.reserve(std::min<std::uint64_t>({stream_bytes / 3, limits_.pickle_max_memo_entries, up_front}));
     maploc::detail::prefer_huge_pages(dense_.data(), dense_.capacity() * sizeof(Value));
   }
 
