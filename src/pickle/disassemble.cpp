@@ -2,6 +2,7 @@
 #include "maploc/pickle/disassemble.h"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -23,21 +24,27 @@ using detail::ByteVec;
 
 std::string_view view_of(ByteSpan s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
 
+void append_decimal(std::string& out, std::uint64_t v) {
+  char digits[24];
+  out.append(digits, static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, v).ptr - digits));
+}
+
 /// The argument column: Python's repr() of what pickletools' reader returns.
 class ArgFormatter {
  public:
   ArgFormatter(detail::Reader& in, std::uint64_t max_int_digits) : in_(in), max_int_digits_(max_int_digits) {}
 
   /// Also returns the integer value for memo bookkeeping (GET/PUT family).
-  std::string format(ArgKind kind, const detail::RawArg& a, std::optional<std::int64_t>& as_int) {
-    std::string out;
+  /// `out` is cleared first; one string serves every opcode.
+  void format(ArgKind kind, const detail::RawArg& a, std::optional<std::int64_t>& as_int, std::string& out) {
+    out.clear();
     switch (kind) {
       case ArgKind::kNone: break;
       case ArgKind::kUint1:
       case ArgKind::kUint2:
       case ArgKind::kUint4:
       case ArgKind::kUint8:
-        out = std::to_string(a.u);
+        append_decimal(out, a.u);
         if (a.u <= static_cast<std::uint64_t>(INT64_MAX)) as_int = static_cast<std::int64_t>(a.u);
         break;
       case ArgKind::kInt4:
@@ -119,7 +126,6 @@ class ArgFormatter {
       }
       case ArgKind::kFloat8: detail::repr_float(a.f, out); break;
     }
-    return out;
   }
 
  private:
@@ -147,22 +153,76 @@ class ArgFormatter {
 
 void opcode_column(Op code, std::string& line) {
   const auto byte = static_cast<std::uint8_t>(code);
-  std::string c;
   if (byte >= 0x20 && byte < 0x7F) {
-    c.push_back(static_cast<char>(byte));
+    line.push_back(static_cast<char>(byte));
+    line.append(3, ' ');
   } else {
     static constexpr char kHex[] = "0123456789abcdef";
-    c = "\\x";
-    c.push_back(kHex[byte >> 4]);
-    c.push_back(kHex[byte & 0xF]);
+    line += "\\x";
+    line.push_back(kHex[byte >> 4]);
+    line.push_back(kHex[byte & 0xF]);
   }
-  line += c;
-  if (c.size() < 4) line.append(4 - c.size(), ' ');
 }
+
+/// pickletools' crude stack emulation, where only the MARKs matter: the
+/// stack's height and the heights at which its MARKs sit (a vector<bool>
+/// grown item by item was a fifth of disassembling).
+class MarkStack {
+ public:
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  bool top_is_mark() const noexcept { return !marks_.empty() && marks_.back() + 1 == size_; }
+  /// Pops down to and including the topmost MARK (everything when there is none).
+  void pop_through_mark() {
+    size_ = marks_.empty() ? 0 : marks_.back();
+    if (!marks_.empty()) marks_.pop_back();
+  }
+  void pop(std::size_t n) {
+    size_ -= n;
+    while (!marks_.empty() && marks_.back() >= size_) marks_.pop_back();
+  }
+  void push_mark() { marks_.push_back(size_++); }
+  void push(std::size_t n) { size_ += n; }
+
+ private:
+  std::size_t size_ = 0;
+  std::vector<std::size_t> marks_;
+};
+
+/// The memo ids PUT so far: a bitmap for ids below the stream's length (each
+/// PUT takes at least two bytes, so that bounds it), a hash set for others.
+class MemoIds {
+ public:
+  explicit MemoIds(std::size_t stream_bytes) : dense_limit_(stream_bytes) {}
+  bool contains(std::int64_t id) const {
+    if (id >= 0 && static_cast<std::uint64_t>(id) < dense_limit_)
+      return static_cast<std::size_t>(id) < dense_.size() && dense_[static_cast<std::size_t>(id)];
+    return sparse_.count(id) != 0;
+  }
+  void insert(std::int64_t id) {
+    ++count_;
+    if (id >= 0 && static_cast<std::uint64_t>(id) < dense_limit_) {
+      const auto i = static_cast<std::size_t>(id);
+      if (i >= dense_.size()) dense_.resize(std::max<std::size_t>(i + 1, dense_.size() * 2), false);
+      dense_[i] = true;
+      return;
+    }
+    sparse_.insert(id);
+  }
+  std::size_t size() const noexcept { return count_; }
+
+ private:
+  std::uint64_t dense_limit_;
+  std::vector<bool> dense_;
+  std::unordered_set<std::int64_t, maploc::detail::SeededWordHash> sparse_;
+  std::size_t count_ = 0;
+};
 
 }  // namespace
 
 namespace {
+constexpr std::size_t kFlushBytes = 64 << 10;
+
 std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostream& out, const DisOptions& options) {
   if (options.start_offset > stream.size())
     throw Error(ErrorCode::kInvalidArgument, Stage::kPickle, "start offset is past the end",
@@ -173,98 +233,120 @@ std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostr
   ArgFormatter fmt(in, options.max_int_digits);
 
   constexpr unsigned kMaxIndentDepth = 100;
-  // pickletools' crude stack emulation: only where the MARKs are matters.
-  std::vector<bool> stack;  // true = markobject
+  MarkStack stack;
   std::vector<std::uint64_t> markstack;
-  std::unordered_set<std::int64_t, maploc::detail::SeededWordHash> memo;
+  MemoIds memo(stream.size());
   int maxproto = -1;
   const std::string indent(options.indent, ' ');
+  // Lines gather in one buffer written out in large pieces, and before any
+  // error propagates (the lines before a failure are printed, as pickletools does).
+  std::string buffer, arg, markmsg;
+  buffer.reserve(kFlushBytes + 4096);
+  const auto flush = [&] {
+    out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    buffer.clear();
+  };
+  try {
+    for (;;) {
+      const OpcodeInfo& info = in.next_opcode();
+      const std::uint64_t pos = in.op_offset();
+      const detail::RawArg raw = in.read_arg(info.arg);
+      std::optional<std::int64_t> as_int;
+      fmt.format(info.arg, raw, as_int, arg);
 
-  for (;;) {
-    const OpcodeInfo& info = in.next_opcode();
-    const std::uint64_t pos = in.op_offset();
-    const detail::RawArg raw = in.read_arg(info.arg);
-    std::optional<std::int64_t> as_int;
-    const std::string arg = fmt.format(info.arg, raw, as_int);
+      char digits[24];
+      const auto end = std::to_chars(digits, digits + sizeof digits, pos).ptr;
+      const auto width = static_cast<std::size_t>(end - digits);
+      if (width < 5) buffer.append(5 - width, ' ');
+      buffer.append(digits, width);
+      buffer += ": ";
+      opcode_column(info.code, buffer);
+      buffer.push_back(' ');
+      const auto depth = static_cast<unsigned>(markstack.size());
+      // pickletools indents by the MARK depth, so n MARKs would print O(n^2)
+      // bytes (a 200 KB pickle of MARKs: 80 GB). The indentation stops growing
+      // at kMaxIndentDepth, far deeper than any real pickle nests its MARKs.
+      for (unsigned k = 0; k < std::min(depth, kMaxIndentDepth); ++k) buffer += indent;
+      buffer += info.name;
+      maxproto = std::max(maxproto, static_cast<int>(info.proto));
 
-    std::string line = std::to_string(pos);
-    if (line.size() < 5) line.insert(0, 5 - line.size(), ' ');
-    line += ": ";
-    opcode_column(info.code, line);
-    line.push_back(' ');
-    const auto depth = static_cast<unsigned>(markstack.size());
-    // pickletools indents by the MARK depth, so n MARKs would print O(n^2)
-    // bytes (a 200 KB pickle of MARKs: 80 GB). The indentation stops growing
-    // at kMaxIndentDepth, far deeper than any real pickle nests its MARKs.
-    for (unsigned k = 0; k < std::min(depth, kMaxIndentDepth); ++k) line += indent;
-    line += info.name;
-    maxproto = std::max(maxproto, static_cast<int>(info.proto));
+      std::size_t numtopop = info.stack_before;
+      markmsg.clear();
+      std::optional<std::pair<ErrorCode, std::string>> error;
+      const bool pop_takes_mark = info.code == Op::POP && stack.top_is_mark();
+      if (info.mark_at >= 0 || pop_takes_mark) {
+        if (!markstack.empty()) {
+          markmsg = "(MARK at ";
+          append_decimal(markmsg, markstack.back());
+          markmsg.push_back(')');
+          markstack.pop_back();
+          stack.pop_through_mark();
+          numtopop = info.mark_at >= 0 ? static_cast<std::size_t>(info.mark_at) : 0;
+        } else {
+          markmsg = "no MARK exists on stack";
+          error.emplace(ErrorCode::kPickleMarkNotFound, markmsg);
+        }
+      }
 
-    std::size_t numtopop = info.stack_before;
-    std::string markmsg;
-    std::optional<std::pair<ErrorCode, std::string>> error;
-    const bool pop_takes_mark = info.code == Op::POP && !stack.empty() && stack.back();
-    if (info.mark_at >= 0 || pop_takes_mark) {
-      if (!markstack.empty()) {
-        markmsg = "(MARK at " + std::to_string(markstack.back()) + ")";
-        markstack.pop_back();
-        while (!stack.empty() && !stack.back()) stack.pop_back();
-        if (!stack.empty()) stack.pop_back();
-        numtopop = info.mark_at >= 0 ? static_cast<std::size_t>(info.mark_at) : 0;
+      const bool put = info.code == Op::PUT || info.code == Op::BINPUT ||
+                       info.code == Op::LONG_BINPUT || info.code == Op::MEMOIZE;
+      const bool get = info.code == Op::GET || info.code == Op::BINGET || info.code == Op::LONG_BINGET;
+      if (put) {
+        std::int64_t idx = as_int.value_or(-1);
+        if (info.code == Op::MEMOIZE) {
+          idx = static_cast<std::int64_t>(memo.size());
+          markmsg = "(as " + std::to_string(idx) + ")";
+        }
+        if (memo.contains(idx))
+          error.emplace(ErrorCode::kPickleBadArgument, "memo key " + arg + " already defined");
+        else if (stack.empty())
+          error.emplace(ErrorCode::kPickleStackUnderflow, "stack is empty -- can't store into memo");
+        else if (stack.top_is_mark())
+          error.emplace(ErrorCode::kPickleBadArgument, "can't store markobject in the memo");
+        else
+          memo.insert(idx);
+      } else if (get) {
+        if (!as_int || !memo.contains(*as_int))
+          error.emplace(ErrorCode::kPickleMemoMissing, "memo key " + arg + " has never been stored into");
+      }
+
+      if (info.arg != ArgKind::kNone || !markmsg.empty()) {
+        if (info.name.size() < 10) buffer.append(10 - info.name.size(), ' ');
+        if (info.arg != ArgKind::kNone) {
+          buffer.push_back(' ');
+          buffer += arg;
+        }
+        if (!markmsg.empty()) {
+          buffer.push_back(' ');
+          buffer += markmsg;
+        }
+      }
+      buffer.push_back('\n');
+      if (options.on_opcode) {
+        options.on_opcode({pos, static_cast<std::uint8_t>(info.code), info.name,
+                           info.arg != ArgKind::kNone ? std::string_view(arg) : std::string_view(), markmsg, depth});
+      }
+      if (error) in.fail(error->first, error->second);
+
+      if (stack.size() < numtopop)
+        in.fail(ErrorCode::kPickleStackUnderflow,
+                "tries to pop " + std::to_string(numtopop) + " items from stack with only " +
+                    std::to_string(stack.size()) + " items");
+      stack.pop(numtopop);
+      if (info.pushes_mark) {
+        markstack.push_back(pos);
+        stack.push_mark();
       } else {
-        markmsg = "no MARK exists on stack";
-        error.emplace(ErrorCode::kPickleMarkNotFound, markmsg);
+        stack.push(info.stack_after);
       }
+      if (info.code == Op::STOP) break;
+      if (buffer.size() >= kFlushBytes) flush();
     }
-
-    const bool put = info.code == Op::PUT || info.code == Op::BINPUT ||
-                     info.code == Op::LONG_BINPUT || info.code == Op::MEMOIZE;
-    const bool get = info.code == Op::GET || info.code == Op::BINGET || info.code == Op::LONG_BINGET;
-    if (put) {
-      std::int64_t idx = as_int.value_or(-1);
-      if (info.code == Op::MEMOIZE) {
-        idx = static_cast<std::int64_t>(memo.size());
-        markmsg = "(as " + std::to_string(idx) + ")";
-      }
-      if (memo.count(idx) != 0)
-        error.emplace(ErrorCode::kPickleBadArgument, "memo key " + arg + " already defined");
-      else if (stack.empty())
-        error.emplace(ErrorCode::kPickleStackUnderflow, "stack is empty -- can't store into memo");
-      else if (stack.back())
-        error.emplace(ErrorCode::kPickleBadArgument, "can't store markobject in the memo");
-      else
-        memo.insert(idx);
-    } else if (get) {
-      if (!as_int || memo.count(*as_int) == 0)
-        error.emplace(ErrorCode::kPickleMemoMissing, "memo key " + arg + " has never been stored into");
-    }
-
-    if (info.arg != ArgKind::kNone || !markmsg.empty()) {
-      if (info.name.size() < 10) line.append(10 - info.name.size(), ' ');
-      if (info.arg != ArgKind::kNone) line += " " + arg;
-      if (!markmsg.empty()) line += " " + markmsg;
-    }
-    line.push_back('\n');
-    out << line;
-    if (options.on_opcode) {
-      options.on_opcode({pos, static_cast<std::uint8_t>(info.code), info.name,
-                         info.arg != ArgKind::kNone ? std::string_view(arg) : std::string_view(), markmsg, depth});
-    }
-    if (error) in.fail(error->first, error->second);
-
-    if (stack.size() < numtopop)
-      in.fail(ErrorCode::kPickleStackUnderflow,
-              "tries to pop " + std::to_string(numtopop) + " items from stack with only " +
-                  std::to_string(stack.size()) + " items");
-    stack.resize(stack.size() - numtopop);
-    if (info.pushes_mark) {
-      markstack.push_back(pos);
-      stack.push_back(true);
-    } else {
-      stack.insert(stack.end(), info.stack_after, false);
-    }
-    if (info.code == Op::STOP) break;
+  } catch (...) {
+    flush();
+    throw;
   }
+  flush();
   out << "highest protocol among opcodes = " << maxproto << '\n';
   if (!stack.empty())
     in.fail(ErrorCode::kPickleBadArgument, "stack not empty after STOP");

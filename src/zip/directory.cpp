@@ -363,9 +363,11 @@ void locate_all(const Bytes& file, const std::string& path, const DirectoryEnd& 
 void check_overlaps(const std::vector<Record>& records, const std::string& path) {
   std::vector<std::uint32_t> order(records.size());
   std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+  const auto by_offset = [&](std::uint32_t a, std::uint32_t b) {
     return records[a].header_offset < records[b].header_offset;
-  });
+  };
+  // A writer appends records in offset order: one linear pass finds that out.
+  if (!std::is_sorted(order.begin(), order.end(), by_offset)) std::sort(order.begin(), order.end(), by_offset);
   for (std::size_t i = 1; i < order.size(); ++i) {
     const Record& prev = records[order[i - 1]];
     const Record& next = records[order[i]];
