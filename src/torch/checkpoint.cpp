@@ -112,7 +112,7 @@ Checkpoint::~Checkpoint() = default;
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const Options& options) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    if (std::filesystem::exists(path / ".metadata", ec)) {
+    if (!dcp_metadata_files(path).empty()) {
       auto st = std::make_unique<State>();
       st->options = options;
       read_dcp(*st, path);

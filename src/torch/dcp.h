@@ -32,6 +32,7 @@ struct DcpLayout {
   std::string dir;
   std::vector<std::string> file_names;  ///< relative_path of each file, as .metadata names it
   std::vector<MappedFile> files;        ///< each mapped once
+  std::vector<MappedFile> metadata_files;  ///< rank-local __R.metadata after the first (kept mapped)
   std::vector<bool> safetensors;        ///< the file is DCP's SAFETENSORS layout (tensors by fqn)
   std::vector<std::vector<DcpChunk>> chunks;  ///< per storage of the checkpoint
   std::vector<std::vector<std::int64_t>> shapes;  ///< per storage: the full tensor's size
@@ -41,9 +42,16 @@ struct DcpLayout {
   mutable std::vector<std::shared_ptr<const DcpSafetensors>> opened;
 };
 
-/// Reads `dir/.metadata` with the inert pickle machine (kTorchBadDcp for a
-/// tree that is not DCP's Metadata) into `state`: one cpu storage and one
+/// The metadata of a DCP directory: `.metadata`, or, where a save ran with
+/// use_collectives=False, every rank's `__R.metadata` in rank order; empty
+/// when there is neither (not a DCP directory).
+std::vector<std::filesystem::path> dcp_metadata_files(const std::filesystem::path& dir);
+
+/// Reads the directory's metadata with the inert pickle machine (kTorchBadDcp
+/// for a tree that is not DCP's Metadata) into `state`: one cpu storage and one
 /// contiguous tensor per tensor entry, BYTE_IO items in state.byte_items.
+/// Rank-local metadata files are merged: a tensor's chunks from every rank,
+/// a chunk several ranks wrote taken once.
 void read_dcp(Checkpoint::State& state, const std::filesystem::path& dir);
 
 /// The full tensor of storage `index`, assembled from its chunks (kTorchBadDcp

@@ -1,9 +1,13 @@
 // dcp_format.cpp - torch.distributed.checkpoint's .metadata, read by the inert pickle machine, into storages and tensors.
 #include <algorithm>
+#include <map>
+#include <system_error>
 
 #include "maploc/error.h"
 #include "maploc/pickle/machine.h"
 #include "maploc/sniff.h"
+#include "support/flat_index.h"
+#include "support/seeded_hash.h"
 #include "torch/dcp.h"
 #include "torch/state.h"
 
@@ -92,9 +96,10 @@ bool located_less(const Located& a, const Located& b) {
   return std::tie(a.fqn, a.offsets) < std::tie(b.fqn, b.offsets);
 }
 
-std::vector<Located> storage_data(const Value& v, DcpLayout& layout, const std::string& meta) {
+// Appends the entries of one metadata file's storage_data; `names` indexes layout.file_names.
+void storage_data(const Value& v, DcpLayout& layout, maploc::detail::FlatIndex& names, const std::string& meta,
+                  std::vector<Located>& out) {
   if (!v.is(Kind::kDict)) bad("storage_data is not a dict", meta);
-  std::vector<Located> out;
   for (const auto& item : v.items()) {
     const Value* key = state_of(item.key, kMetadataModule, "MetadataIndex");
     const Value* info = state_of(item.value, kFilesystemModule, "_StorageInfo");
@@ -108,9 +113,11 @@ std::vector<Located> storage_data(const Value& v, DcpLayout& layout, const std::
     if (p.is_absolute() || p.has_parent_path() || path == ".." || path == ".") {
       bad("item '" + l.fqn + "' lies in '" + path + "', outside the checkpoint directory", meta);
     }
-    const auto at = std::find(layout.file_names.begin(), layout.file_names.end(), path);
-    l.file = static_cast<std::uint32_t>(at - layout.file_names.begin());
-    if (at == layout.file_names.end()) layout.file_names.push_back(path);
+    const auto next = static_cast<std::uint32_t>(layout.file_names.size());
+    const auto known = names.insert_unique(maploc::detail::hash_text(path), next,
+                                           [&](std::uint32_t i) { return layout.file_names[i] == path; });
+    l.file = known.value_or(next);
+    if (!known) layout.file_names.push_back(path);
     l.offset = static_cast<std::uint64_t>(integer(field(*info, "offset", l.fqn), "_StorageInfo.offset", l.fqn));
     l.length = static_cast<std::uint64_t>(integer(field(*info, "length", l.fqn), "_StorageInfo.length", l.fqn));
     if (const Value* tr = info->find("transform_descriptors"); tr != nullptr && !tr->is_none()) {
@@ -121,12 +128,14 @@ std::vector<Located> storage_data(const Value& v, DcpLayout& layout, const std::
     }
     out.push_back(std::move(l));
   }
-  std::sort(out.begin(), out.end(), located_less);
-  return out;
 }
 
-void add_tensor(Checkpoint::State& st, DcpLayout& layout, const std::string& fqn, const Value& tsm,
+// One tensor from its TensorStorageMetadata: one, or one per rank-local metadata that names it,
+// which must agree on dtype and size; their chunks together, a chunk two ranks both wrote
+// (replicated, or a plain tensor: no deduplication without collectives) taken once.
+void add_tensor(Checkpoint::State& st, DcpLayout& layout, const std::string& fqn, const std::vector<const Value*>& tsms,
                 const std::vector<Located>& located) {
+  const Value& tsm = *tsms.front();
   const auto [dtype, requires_grad] = properties_of(field(tsm, "properties", fqn), fqn);
   Tensor t;
   t.name = fqn;
@@ -142,27 +151,44 @@ void add_tensor(Checkpoint::State& st, DcpLayout& layout, const std::string& fqn
   t.stride.assign(t.shape.size(), 1);
   for (std::size_t d = t.shape.size(); d-- > 1;) t.stride[d - 1] = t.stride[d] * std::max<std::int64_t>(t.shape[d], 1);
   std::vector<DcpChunk> chunks;
-  const Value& list = field(tsm, "chunks", fqn);
-  if (!list.is(Kind::kList)) bad("tensor '" + fqn + "' has chunks that are not a list", fqn);
-  for (const Value& c : list.elements()) {
-    const Value* cs = state_of(c, kMetadataModule, "ChunkStorageMetadata");
-    if (cs == nullptr) bad("tensor '" + fqn + "' has a chunk that is not ChunkStorageMetadata", fqn);
-    DcpChunk chunk;
-    chunk.offsets = size_of(field(*cs, "offsets", fqn), "chunk offsets", fqn);
-    chunk.sizes = size_of(field(*cs, "sizes", fqn), "chunk sizes", fqn);
-    Located probe;
-    probe.fqn = fqn;
-    probe.offsets = chunk.offsets;
-    const auto at = std::lower_bound(located.begin(), located.end(), probe, located_less);
-    if (at == located.end() || at->fqn != fqn || at->offsets != chunk.offsets) {
-      bad("the chunk of tensor '" + fqn + "' at its offsets has no storage_data entry (a rank's file is missing "
-          "from the metadata)", fqn);
+  for (const Value* other : tsms) {
+    if (other == &tsm) continue;
+    if (properties_of(field(*other, "properties", fqn), fqn).first != dtype ||
+        size_of(field(*other, "size", fqn), "the tensor size", fqn) != t.shape) {
+      bad("tensor '" + fqn + "' has a different dtype or size in two ranks' metadata files", fqn);
     }
-    chunk.file = at->file;
-    chunk.offset = at->offset;
-    chunk.length = at->length;
-    chunk.transform = at->transform;
-    chunks.push_back(std::move(chunk));
+  }
+  std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> taken;  // offsets -> sizes, with several ranks
+  for (const Value* each : tsms) {
+    const Value& list = field(*each, "chunks", fqn);
+    if (!list.is(Kind::kList)) bad("tensor '" + fqn + "' has chunks that are not a list", fqn);
+    for (const Value& c : list.elements()) {
+      const Value* cs = state_of(c, kMetadataModule, "ChunkStorageMetadata");
+      if (cs == nullptr) bad("tensor '" + fqn + "' has a chunk that is not ChunkStorageMetadata", fqn);
+      DcpChunk chunk;
+      chunk.offsets = size_of(field(*cs, "offsets", fqn), "chunk offsets", fqn);
+      chunk.sizes = size_of(field(*cs, "sizes", fqn), "chunk sizes", fqn);
+      if (tsms.size() > 1) {
+        const auto [seen, fresh] = taken.emplace(chunk.offsets, chunk.sizes);
+        if (!fresh && seen->second != chunk.sizes) {
+          bad("tensor '" + fqn + "' has chunks of different sizes at the same offsets in two ranks' metadata", fqn);
+        }
+        if (!fresh) continue;  // written by an earlier rank too
+      }
+      Located probe;
+      probe.fqn = fqn;
+      probe.offsets = chunk.offsets;
+      const auto at = std::lower_bound(located.begin(), located.end(), probe, located_less);
+      if (at == located.end() || at->fqn != fqn || at->offsets != chunk.offsets) {
+        bad("the chunk of tensor '" + fqn + "' at its offsets has no storage_data entry (a rank's file is missing "
+            "from the metadata)", fqn);
+      }
+      chunk.file = at->file;
+      chunk.offset = at->offset;
+      chunk.length = at->length;
+      chunk.transform = at->transform;
+      chunks.push_back(std::move(chunk));
+    }
   }
   Storage s;
   s.key = fqn;
@@ -192,48 +218,107 @@ bool dcp_allowed_global(std::string_view module, std::string_view name) noexcept
   return module == "torch.serialization" && name == "_get_layout";
 }
 
-void read_dcp(Checkpoint::State& st, const fs::path& dir) {
-  const fs::path meta = dir / ".metadata";
-  st.file = MappedFile::open(meta);
-  st.path = dir.string();
-  pickle::Options po;
-  po.limits = st.options.limits;
-  po.stream_name = meta.string();
-  st.results.push_back(pickle::run(st.file.bytes, po));
-  const pickle::Result& result = st.results.back();
-  st.protocol = result.protocol();
-  for (const Value& g : result.globals()) {
-    if (!dcp_allowed_global(g.global_module(), g.global_name())) {
-      st.unknown_globals.push_back(std::string(g.global_module()) + "." + std::string(g.global_name()));
+std::vector<fs::path> dcp_metadata_files(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / ".metadata", ec)) return {dir / ".metadata"};
+  std::vector<std::pair<std::uint64_t, fs::path>> ranks;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    // __R.metadata, R a rank in decimal (use_collectives=False: one per rank, none global)
+    const std::string name = it->path().filename().string();
+    constexpr std::string_view kSuffix = ".metadata";
+    if (name.size() <= 2 + kSuffix.size() || name.size() > 2 + 9 + kSuffix.size() || name.compare(0, 2, "__") != 0 ||
+        name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+      continue;
     }
+    const std::string digits = name.substr(2, name.size() - 2 - kSuffix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    ranks.emplace_back(std::stoull(digits), it->path());
   }
-  std::sort(st.unknown_globals.begin(), st.unknown_globals.end());
-  st.unknown_globals.erase(std::unique(st.unknown_globals.begin(), st.unknown_globals.end()), st.unknown_globals.end());
-  const Value* md = state_of(result.root(), kMetadataModule, "Metadata");
-  if (md == nullptr || !md->is(Kind::kDict)) {
-    bad("'.metadata' does not hold a torch.distributed.checkpoint.metadata.Metadata object", meta.string());
-  }
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<fs::path> out;
+  for (auto& r : ranks) out.push_back(std::move(r.second));
+  return out;
+}
+
+void read_dcp(Checkpoint::State& st, const fs::path& dir) {
+  const std::vector<fs::path> metas = dcp_metadata_files(dir);
+  if (metas.empty()) bad("no '.metadata' nor any rank's '__R.metadata' in the directory", dir.string());
+  st.path = dir.string();
   auto layout = std::make_shared<DcpLayout>();
   layout->dir = dir.string();
   layout->limits = st.options.limits;
-  const std::vector<Located> located = storage_data(field(*md, "storage_data", meta.string()), *layout, meta.string());
-  const Value& sdm = field(*md, "state_dict_metadata", meta.string());
-  if (!sdm.is(Kind::kDict)) bad("state_dict_metadata is not a dict", meta.string());
-  for (const auto& item : sdm.items()) {
-    const std::string fqn = text(item.key, "a state_dict key", meta.string());
-    if (const Value* tsm = state_of(item.value, kMetadataModule, "TensorStorageMetadata")) {
-      add_tensor(st, *layout, fqn, *tsm, located);
-    } else if (state_of(item.value, kMetadataModule, "BytesStorageMetadata") != nullptr ||
-               (item.value.is(Kind::kObject) && item.value.callable().is_global(kMetadataModule, "BytesStorageMetadata"))) {
-      Located probe;
-      probe.fqn = fqn;
-      const auto at = std::lower_bound(located.begin(), located.end(), probe, located_less);
-      if (at == located.end() || at->fqn != fqn) bad("BYTE_IO item '" + fqn + "' has no storage_data entry", fqn);
-      st.byte_items.push_back({fqn, layout->file_names[at->file], at->offset, at->length, at->transform});
-    } else {
-      bad("state_dict entry '" + fqn + "' is neither TensorStorageMetadata nor BytesStorageMetadata", fqn);
+  maploc::detail::FlatIndex file_index;
+  std::vector<Located> located;
+  // Every state_dict entry by fqn, in first-seen order: its TensorStorageMetadata from each
+  // metadata file that names it, or the file that holds it as a BYTE_IO item.
+  struct Entry {
+    std::string fqn;
+    std::vector<const Value*> tensors;
+    bool bytes = false;
+  };
+  std::vector<Entry> entries;
+  maploc::detail::FlatIndex entry_index;
+  st.results.reserve(st.results.size() + metas.size());  // roots are referred to below: no reallocation
+  for (const fs::path& meta_path : metas) {
+    const std::string meta = meta_path.string();
+    MappedFile file = MappedFile::open(meta_path);
+    pickle::Options po;
+    po.limits = st.options.limits;
+    po.stream_name = meta;
+    st.results.push_back(pickle::run(file.bytes, po));
+    if (&meta_path == &metas.front()) st.file = std::move(file);
+    else layout->metadata_files.push_back(std::move(file));  // its tree refers to its bytes
+    const pickle::Result& result = st.results.back();
+    st.protocol = result.protocol();
+    for (const Value& g : result.globals()) {
+      if (!dcp_allowed_global(g.global_module(), g.global_name())) {
+        st.unknown_globals.push_back(std::string(g.global_module()) + "." + std::string(g.global_name()));
+      }
+    }
+    const Value* md = state_of(result.root(), kMetadataModule, "Metadata");
+    if (md == nullptr || !md->is(Kind::kDict)) {
+      bad("'" + meta_path.filename().string() +
+              "' does not hold a torch.distributed.checkpoint.metadata.Metadata object",
+          meta);
+    }
+    storage_data(field(*md, "storage_data", meta), *layout, file_index, meta, located);
+    const Value& sdm = field(*md, "state_dict_metadata", meta);
+    if (!sdm.is(Kind::kDict)) bad("state_dict_metadata is not a dict", meta);
+    for (const auto& item : sdm.items()) {
+      const std::string fqn = text(item.key, "a state_dict key", meta);
+      const auto next = static_cast<std::uint32_t>(entries.size());
+      const auto known = entry_index.insert_unique(maploc::detail::hash_text(fqn), next,
+                                                   [&](std::uint32_t i) { return entries[i].fqn == fqn; });
+      if (!known) entries.push_back({fqn, {}, false});
+      Entry& e = entries[known.value_or(next)];
+      const Value* tsm = state_of(item.value, kMetadataModule, "TensorStorageMetadata");
+      const bool bytes = tsm == nullptr && (state_of(item.value, kMetadataModule, "BytesStorageMetadata") != nullptr ||
+                                            (item.value.is(Kind::kObject) &&
+                                             item.value.callable().is_global(kMetadataModule, "BytesStorageMetadata")));
+      if (tsm == nullptr && !bytes) {
+        bad("state_dict entry '" + fqn + "' is neither TensorStorageMetadata nor BytesStorageMetadata", fqn);
+      }
+      if ((bytes && !e.tensors.empty()) || (tsm != nullptr && e.bytes)) {
+        bad("'" + fqn + "' is a tensor in one rank's metadata and a BYTE_IO item in another's", fqn);
+      }
+      if (tsm != nullptr) e.tensors.push_back(tsm);
+      e.bytes = bytes;
     }
   }
+  std::stable_sort(located.begin(), located.end(), located_less);  // a chunk two ranks wrote: the first rank's
+  for (const Entry& e : entries) {
+    if (!e.bytes) {
+      add_tensor(st, *layout, e.fqn, e.tensors, located);
+      continue;
+    }
+    Located probe;
+    probe.fqn = e.fqn;
+    const auto at = std::lower_bound(located.begin(), located.end(), probe, located_less);
+    if (at == located.end() || at->fqn != e.fqn) bad("BYTE_IO item '" + e.fqn + "' has no storage_data entry", e.fqn);
+    st.byte_items.push_back({e.fqn, layout->file_names[at->file], at->offset, at->length, at->transform});
+  }
+  std::sort(st.unknown_globals.begin(), st.unknown_globals.end());
+  st.unknown_globals.erase(std::unique(st.unknown_globals.begin(), st.unknown_globals.end()), st.unknown_globals.end());
   for (const auto& name : layout->file_names) {
     if (!fs::exists(dir / name)) bad("the metadata names '" + name + "', which is absent from the directory", st.path);
     layout->files.push_back(MappedFile::open(dir / name));
@@ -241,8 +326,13 @@ void read_dcp(Checkpoint::State& st, const fs::path& dir) {
     layout->safetensors.push_back(sniff_content(b.span().first(std::min<std::size_t>(b.size(), 512))) ==
                                   ContentKind::kSafetensors);
   }
+  const Value* md = state_of(st.results.back().root(), kMetadataModule, "Metadata");
   if (const Value* v = md->find("version"); v != nullptr && v->is(Kind::kStr)) {
     st.hints.push_back("DCP version " + std::string(v->as_str()));
+  }
+  if (metas.front().filename() != ".metadata") {
+    st.hints.push_back("rank-local metadata of " + std::to_string(metas.size()) +
+                       " ranks (saved with use_collectives=False), chunks merged");
   }
   st.hints.push_back(std::to_string(st.tensors.size()) + " tensors, " + std::to_string(st.byte_items.size()) +
                      " BYTE_IO items in " + std::to_string(layout->files.size()) + " files");

@@ -8,6 +8,7 @@
 #include "maploc/sniff.h"
 #include "maploc/zip/crc32.h"
 #include "support/little_endian.h"
+#include "torch/dcp.h"
 #include "torch/state.h"
 #include "torch/storage_table.h"
 
@@ -122,9 +123,9 @@ VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits)
   o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
   try {
     const Checkpoint c = Checkpoint::open(path, o);
-    r.checks.push_back(".metadata read by the inert pickle machine: " + std::to_string(c.tensors().size()) +
+    r.checks.push_back("metadata read by the inert pickle machine: " + std::to_string(c.tensors().size()) +
                        " tensors, " + std::to_string(c.byte_items().size()) + " BYTE_IO items");
-    for (const auto& g : c.unknown_globals()) r.warnings.push_back(".metadata names " + g + ", not a DCP class");
+    for (const auto& g : c.unknown_globals()) r.warnings.push_back("the metadata names " + g + ", not a DCP class");
     std::uint64_t bytes = 0;
     for (std::size_t i = 0; i < c.storages().size(); ++i) bytes += c.storage_bytes(i).size();
     r.checks.push_back("every tensor assembled from its chunks, which cover it once (" + human(bytes) + ")");
@@ -140,8 +141,7 @@ VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits)
   VerifyReport r;
   r.path = path.string();
   r.format = "set";
-  std::error_code ec;
-  if (std::filesystem::exists(path / ".metadata", ec)) return verify_dcp(path, limits);
+  if (!dcp_metadata_files(path).empty()) return verify_dcp(path, limits);
   std::vector<std::filesystem::path> files;
   try {
     files = set_files(path);
@@ -150,7 +150,7 @@ VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits)
     return r;
   }
   for (const auto& f : files) {
-    if (!std::filesystem::exists(f, ec)) continue;  // the set check below names it
+    if (std::error_code ec; !std::filesystem::exists(f, ec)) continue;  // the set check below names it
     const VerifyReport m = verify(f, limits);
     const std::string name = f.filename().string() + ": ";
     for (const auto& c : m.checks) r.checks.push_back(name + c);

@@ -28,7 +28,7 @@ void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
 }  // namespace
 
 TEST_CASE("DCP directories assemble equal to torch's consolidated view", "[torch][sharded][dcp]") {
-  for (const std::string set : {"dcp_single", "dcp_two", "dcp_safetensors", "dcp_zstd"}) {
+  for (const std::string set : {"dcp_single", "dcp_two", "dcp_safetensors", "dcp_zstd", "dcp_ranks"}) {
     INFO(set);
     const auto manifest = test::set_manifest(set);
     const auto c = torch::Checkpoint::open(sharded_dir() / set);
@@ -100,6 +100,44 @@ TEST_CASE("DCP stream.zstd/1 items are inflated by libzstd; other transforms are
       }
     }
     CHECK(failed);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_CASE("DCP saved with use_collectives=False: every rank's __R.metadata merged", "[torch][sharded][dcp]") {
+  // dcp_ranks: rows, cols and half split between two ranks, rep and plain written by both.
+  const auto c = torch::Checkpoint::open(sharded_dir() / "dcp_ranks");
+  CHECK(c.format() == torch::Format::kDcp);
+  CHECK(c.byte_items().size() == 1);  // "step", written by both ranks, listed once
+  {  // one rank's metadata alone: its half of each split tensor has no chunk, named on assembly
+    const auto dir = scratch_copy("dcp_ranks", "rank0");
+    std::filesystem::remove(dir / "__1.metadata");
+    const auto one = torch::Checkpoint::open(dir);
+    REQUIRE(one.storages().size() == 5);
+    const Error e = test::error_of([&] { (void)one.storage_bytes(std::size_t{0}); });
+    CHECK(e.code() == ErrorCode::kTorchBadDcp);
+    CHECK(std::string(e.what()).find("rows") != std::string::npos);
+    CHECK(one.storage_bytes(std::size_t{2}).size() == 12);  // rep: whole in rank 0's own files
+    std::filesystem::remove_all(dir);
+  }
+  {  // no metadata at all: not a DCP directory (nor a set)
+    const auto dir = scratch_copy("dcp_ranks", "nometa");
+    std::filesystem::remove(dir / "__0.metadata");
+    std::filesystem::remove(dir / "__1.metadata");
+    CHECK_THROWS_AS(torch::Checkpoint::open(dir), Error);
+    std::filesystem::remove_all(dir);
+  }
+  {  // two ranks that disagree on a tensor's size: rows is torch.Size((5, 4)) in rank 0, (6, 4) in rank 1
+    const auto dir = scratch_copy("dcp_ranks", "disagree");
+    auto meta = test::read_all(dir / "__1.metadata");
+    const std::string from("K\x05K\x04", 4);
+    const auto at = meta.find(from);
+    REQUIRE(at != std::string::npos);
+    meta[at + 1] = '\x06';
+    write_bytes(dir / "__1.metadata", meta);
+    const Error e = test::error_of([&] { (void)torch::Checkpoint::open(dir); });
+    CHECK(e.code() == ErrorCode::kTorchBadDcp);
+    CHECK(std::string(e.what()).find("rows") != std::string::npos);
     std::filesystem::remove_all(dir);
   }
 }

@@ -81,7 +81,7 @@ TEST_CASE("maploc plan, load and verify take a set; broken sets exit 3 naming th
 TEST_CASE("maploc remap and convert take a set or a DCP directory, and write torch's values", "[cli][sharded]") {
   const auto out_dir = std::filesystem::temp_directory_path() / ("maploc_set_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(out_dir);
-  for (const std::string set : {"st_set", "mixed_set", "bin_set", "dcp_two", "dcp_safetensors"}) {
+  for (const std::string set : {"st_set", "mixed_set", "bin_set", "dcp_two", "dcp_safetensors", "dcp_ranks"}) {
     const auto manifest = maploc::test::set_manifest(set);
     const auto in = quoted(maploc::test::sharded_dir() / set);
     const auto pth = out_dir / (set + ".pth");

@@ -65,7 +65,7 @@ TEST_CASE("slice bounds follow torch.chunk (DTensor Shard)", "[remap][slice]") {
 TEST_CASE("slices of every rank put back together equal torch's tensors", "[remap][slice][sharded]") {
   const std::string rules =
       "rows:embed.weight,rows:*.up.weight,cols:*.down.weight,cols:*.q.weight,stage0:layers.0.*,stage1:layers.1.*";
-  for (const std::string set : {"st_set", "bin_set", "legacy_set", "mixed_set", "dcp_two"}) {
+  for (const std::string set : {"st_set", "bin_set", "legacy_set", "mixed_set", "dcp_two", "dcp_ranks"}) {
     const auto manifest = test::set_manifest(set);
     const auto c = torch::Checkpoint::open(sharded_dir() / set);
     for (const int world : {2, 3}) {
