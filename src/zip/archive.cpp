@@ -96,6 +96,16 @@ const Record& Archive::at(std::string_view name) const {
 }
 
 Bytes Archive::read(const Record& record) const {
+  // A Record is a public value type: one the caller built or kept from another archive must
+  // still lie inside this file (every record the directory parse made does).
+  const std::uint64_t size = file_.bytes.size();
+  if (record.data_offset > size || record.compressed_size > size - record.data_offset) {
+    throw Error(ErrorCode::kZipOffsetOutOfRange, Stage::kZip,
+                "record '" + record.name + "': bytes [" + std::to_string(record.data_offset) + ", +" +
+                    std::to_string(record.compressed_size) + ") lie outside the file (" + std::to_string(size) +
+                    " bytes); read records this archive's directory lists",
+                record.data_offset, file_.path);
+  }
   Bytes raw = file_.bytes.slice(static_cast<std::size_t>(record.data_offset),
                                 static_cast<std::size_t>(record.compressed_size));
   if (record.method == kMethodStored) return raw;

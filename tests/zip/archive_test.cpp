@@ -64,6 +64,30 @@ TEST_CASE("stored records are zero-copy views that outlive the archive", "[zip]"
   CHECK(pkl.data()[pkl.size() - 1] == '.');  // STOP
 }
 
+TEST_CASE("a record the caller built outside the file is an error, not a read past the mapping", "[zip]") {
+  auto archive = zip::Archive::open(fixture("checkpoints/nested_training.t113.pt"));
+  zip::Record r = archive.at("data.pkl");
+  const std::uint64_t size = archive.file_bytes().size();
+  for (const auto& [offset, length] : {std::pair<std::uint64_t, std::uint64_t>{size + 1, 0}, {size - 4, 5},
+                                       {8, UINT64_MAX - 4}}) {
+    r.data_offset = offset;
+    r.compressed_size = length;
+    bool threw = false;
+    try {
+      (void)archive.read(r);
+    } catch (const Error& e) {
+      threw = true;
+      CHECK(e.code() == ErrorCode::kZipOffsetOutOfRange);
+      CHECK(std::string(e.what()).find("data.pkl") != std::string::npos);
+    }
+    CHECK(threw);
+  }
+  r.data_offset = size - 4;  // the last four bytes: inside, read as a view
+  r.compressed_size = 4;
+  r.method = zip::kMethodStored;
+  CHECK(archive.read(r).size() == 4);
+}
+
 TEST_CASE("an archive behind prepended bytes is found with its base offset", "[zip]") {
   auto archive = zip::Archive::open(fixture("checkpoints/junk_prefix.t113.pt"));
   CHECK(archive.base_offset() == 6);
