@@ -71,10 +71,20 @@ void check_destinations(std::span<const Destination> destinations, const std::ve
   }
 }
 
+// Public entry points take indices from callers: out of range is maploc::Error, not std::out_of_range.
+void check_index(std::size_t index, std::size_t count, const char* what) {
+  if (index >= count) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kRemap,
+                std::string(what) + " index " + std::to_string(index) + " out of range (the load has " +
+                    std::to_string(count) + ")");
+  }
+}
+
 }  // namespace
 
 Device Loaded::device_of(std::size_t tensor) const {
-  const auto& t = tensors_->at(tensor);
+  check_index(tensor, tensors_->size(), "tensor");
+  const auto& t = (*tensors_)[tensor];
   if (t.storage) return storages_[*t.storage].device;
   return t.kind == torch::TensorKind::kMeta ? Device::meta() : Device::cpu();
 }
@@ -167,12 +177,14 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
 }
 
 std::vector<std::uint8_t> Loaded::host_bytes(std::size_t storage) const {
-  const Bytes b = host_bytes_named(storages_.at(storage), storage, *tensors_, inventory_.backend.get());
+  check_index(storage, storages_.size(), "storage");
+  const Bytes b = host_bytes_named(storages_[storage], storage, *tensors_, inventory_.backend.get());
   return std::vector<std::uint8_t>(b.data(), b.data() + b.size());
 }
 
 std::string Loaded::tensor_sha256(std::size_t tensor) const {
-  const auto& t = tensors_->at(tensor);
+  check_index(tensor, tensors_->size(), "tensor");
+  const auto& t = (*tensors_)[tensor];
   if (!t.storage) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kRemap,
                 "tensor '" + t.name + "' has no storage of its own (kind " +

@@ -235,4 +235,14 @@ TEST_CASE("a file truncated after it was opened fails with kIoRead when copied (
   std::filesystem::remove(copy);
 }
 
+TEST_CASE("an index past the load's tensors or storages is kInvalidArgument, not std::out_of_range", "[remap]") {
+  const auto loaded = load_fixture("views_shared.t113.pt", options(MapLocation::parse("cpu")));
+  const std::size_t tensors = loaded.tensors().size(), storages = loaded.storages().size();
+  CHECK(code_of([&] { (void)loaded.device_of(tensors); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { (void)loaded.tensor_sha256(tensors); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { (void)loaded.host_bytes(storages); }) == ErrorCode::kInvalidArgument);
+  CHECK(code_of([&] { (void)loaded.host_bytes(SIZE_MAX); }) == ErrorCode::kInvalidArgument);
+  CHECK_FALSE(loaded.host_bytes(storages - 1).empty());
+}
+
 }  // namespace maploc::test
