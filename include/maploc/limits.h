@@ -45,18 +45,22 @@ struct Limits {
   /// Raises kPickleLimitContainerItems.
   std::uint64_t torch_max_walk_paths = std::uint64_t{1} << 26;
   /// Most tensors a checkpoint may list (every path to a tensor is one: a
-  /// few KB of memo-shared references can name millions). 2^21 is twice a
-  /// 1M-tensor state_dict. Checked before the tensor is made; in a
+  /// few KB of memo-shared references can name millions). 2^19 holds a
+  /// 500,000-tensor state_dict (the largest single files hold tens of
+  /// thousands); each tensor listed costs about 350 bytes, so a 1 KB bomb
+  /// stays under 0.2 GB. Raise it (maploc --limit) for a bigger file. Checked before the tensor is made; in a
   /// safetensors header it bounds the tensors and the __metadata__ entries
   /// (each), which are parsed straight into entries, no JSON tree. Raises kTorchLimitTensors.
-  std::uint64_t torch_max_tensors = std::uint64_t{1} << 21;
+  std::uint64_t torch_max_tensors = std::uint64_t{1} << 19;
   /// Longest name (keys joined with '.') of any object the walk visits.
   /// Raises kTorchLimitNameBytes.
   std::uint64_t torch_max_name_bytes = std::uint64_t{1} << 16;
   /// Bytes the walk may build in all: the text of every path name it forms,
   /// plus each tensor it lists (its record, name, shape and stride). Bounds
-  /// the memory and time of a shared-reference bomb. Raises kTorchLimitWalkBytes.
-  std::uint64_t torch_max_walk_bytes = std::uint64_t{1} << 30;
+  /// the memory and time of a shared-reference bomb: 2^28 holds a
+  /// 500,000-tensor state_dict with 60-byte names (about 450 bytes each) and
+  /// keeps a bomb of long names near half a second. Raises kTorchLimitWalkBytes.
+  std::uint64_t torch_max_walk_bytes = std::uint64_t{1} << 28;
 };
 
 }  // namespace maploc

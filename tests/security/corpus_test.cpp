@@ -60,13 +60,13 @@ TEST_CASE("every Limits field is tripped by some file of the corpus", "[security
     INFO(field);
     CHECK(lowered.count(field) == 1);
   }
-  // Defaults stay large enough for a 100 GB shard and a 1M-tensor state_dict.
+  // Defaults stay large enough for a 100 GB shard and a 500,000-tensor state_dict.
   const maploc::Limits d;
   CHECK(d.zip_max_entries >= (1u << 22));
   CHECK(d.pickle_max_container_items >= (1u << 20));
   CHECK(d.torch_max_rank == 64);
   CHECK(d.torch_max_walk_paths == (std::uint64_t{1} << 26));
-  CHECK(d.torch_max_tensors >= (1u << 21));
+  CHECK(d.torch_max_tensors >= (1u << 19));
   CHECK(d.pickle_max_int_digits == 4300);
 }
 
