@@ -1,6 +1,11 @@
 # maploc_dependencies.cmake - finds every outside dependency; see third_party/README.md.
 find_package(ZLIB 1.2.11 REQUIRED)   # zlib1g-dev: inflate for deflated zip records
 find_package(OpenSSL 3.0 REQUIRED COMPONENTS Crypto)   # libssl-dev: SHA-256 (libcrypto's EVP), privately
+# libdlpack-dev (header only): DLPack's structs in include/maploc/remap/dlpack.h and maploc_c.h.
+find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h)
+if(NOT DLPACK_INCLUDE_DIR)
+  message(FATAL_ERROR "dlpack/dlpack.h not found: install libdlpack-dev (tools/install-deps.sh)")
+endif()
 find_package(ISAL 2.30 REQUIRED)     # libisal-dev (third_party/FindISAL.cmake): CRC-32, privately
 find_package(ZSTD 1.4 REQUIRED)      # libzstd-dev (third_party/FindZSTD.cmake): DCP stream.zstd items, privately
 

@@ -1,5 +1,4 @@
 // cmd_remap.cpp - `maploc remap IN OUT --map-location SPEC`: rewrite storage location tags into a new archive.
-#include <climits>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -9,65 +8,11 @@
 #include "cli/format.h"
 #include "cli/json_writer.h"
 #include "maploc/error.h"
-#include "maploc/remap/map_location.h"
+#include "maploc/remap/plan.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/write.h"
 
 namespace maploc::cli {
-namespace {
-
-// `auto` names a placement, not a tag: resolve it against this machine once.
-remap::MapLocation resolve_auto(remap::MapLocation map) {
-  const bool gpu = remap::DeviceInventory::probe().cuda_device_count > 0;
-  for (auto& rule : map.rules) {
-    if (rule.target == "auto") rule.target = gpu ? "cuda:0" : "cpu";
-  }
-  return map;
-}
-
-bool any_rule_matches(const remap::MapLocation& map, const torch::Storage& s, const std::vector<std::string>& names) {
-  for (const auto& rule : map.rules) {
-    if (!rule.by_name && remap::glob_match(rule.pattern, s.location)) return true;
-    if (rule.by_name) {
-      for (const auto& n : names) {
-        if (remap::glob_match(rule.pattern, n)) return true;
-      }
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
-std::vector<std::string> rewritten_tags(const torch::Checkpoint& checkpoint, const remap::MapLocation& spec) {
-  const remap::MapLocation map = resolve_auto(spec);
-  std::vector<std::vector<std::string>> names(checkpoint.storages().size());
-  for (const auto& t : checkpoint.tensors()) {
-    if (t.storage) names[*t.storage].push_back(t.name);
-  }
-  // A tag is only text: rewriting to cuda:3 needs no GPU, so decide against
-  // an inventory that has every device. Storages no rule matches keep their
-  // tag verbatim (mps, xpu:0, ... included), unlike a load.
-  remap::DeviceInventory any;
-  any.cuda_device_count = INT_MAX;
-  any.cuda_built = true;
-  std::vector<std::string> tags(checkpoint.storages().size());
-  for (std::size_t i = 0; i < tags.size(); ++i) {
-    const auto& s = checkpoint.storages()[i];
-    if (!any_rule_matches(map, s, names[i])) continue;
-    const std::string dtype(torch::dtype_name(s.dtype));
-    remap::StorageRef ref{s.key, dtype, s.nbytes, s.location, names[i]};
-    const remap::Device d = remap::decide({&ref, 1}, map, any).at(0);
-    if (d.kind == remap::Device::Kind::kMeta) {
-      throw Error(ErrorCode::kRemapBadRewriteTarget, Stage::kRemap,
-                  "storage '" + s.key + "' would be tagged meta: a meta storage has no bytes, so no file can hold it "
-                  "(map it to cpu or cuda:N)",
-                  std::nullopt, names[i].empty() ? s.key : names[i].front());
-    }
-    tags[i] = d.str();
-  }
-  return tags;
-}
 
 int cmd_remap(const Args& args) {
   if (args.positional.size() != 2 || !args.has("map-location")) {
@@ -76,7 +21,7 @@ int cmd_remap(const Args& args) {
   const auto map = map_location_of(args);
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   torch::ArchiveOptions options;
-  options.locations = rewritten_tags(checkpoint, map);
+  options.locations = remap::rewritten_tags(checkpoint, map);
   if (args.has("shard-size")) return write_set_command(args, checkpoint, args.positional[1], false, options.locations);
   ProgressBar bar(args, "remapping");
   options.progress = bar.callback();

@@ -203,6 +203,7 @@ PlacedStorage host_allocate(std::uint64_t nbytes, const std::shared_ptr<DeviceBa
   void* p = nullptr;
   if (pinned) {
     out.owner = pinned_allocate(pinned, n, &p, who);
+    out.pinned = true;
   } else if (n >= maploc::detail::kHugePage) {
     // Its own mapping in huge pages: 512 times fewer first-touch faults while filling.
     p = maploc::detail::map_huge(n);

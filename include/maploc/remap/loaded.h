@@ -86,6 +86,7 @@ struct PlacedStorage {
   void* data = nullptr;
   std::uint64_t nbytes = 0;
   bool writable = false;
+  bool pinned = false;          ///< page-locked host memory (HostMemory::kPinned): DLPack's kDLCUDAHost
   std::shared_ptr<void> owner;  ///< frees the memory (or unmaps the pages) when the last holder goes
 };
 

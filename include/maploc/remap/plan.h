@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "maploc/remap/device.h"
@@ -36,5 +37,13 @@ Plan make_plan(const torch::Checkpoint& checkpoint, const MapLocation& map, cons
 /// Raises kRemapOutOfMemory when a CUDA device's total exceeds its free
 /// memory, naming the device and both numbers.
 void check_fits(const Plan& plan);
+
+/// The location tag each storage gets when the file is rewritten with `map`
+/// (`maploc remap`, torch::ArchiveOptions::locations): a tag is only text, so
+/// `cuda:3` needs no GPU; `auto` is resolved against this machine; a storage
+/// no rule matches gets "" (keeps its tag verbatim: mps, xpu:0, ...).
+/// Raises kRemapBadRewriteTarget for a storage mapped to meta (no file can
+/// hold it) and decide()'s codes, naming the storage.
+std::vector<std::string> rewritten_tags(const torch::Checkpoint& checkpoint, const MapLocation& map);
 
 }  // namespace maploc::remap
