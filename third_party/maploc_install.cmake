@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(maploc_modules maploc_support maploc_zip maploc_pickle maploc_torch maploc_remap)
+set(maploc_modules maploc_support maploc_zip maploc_pickle maploc_torch maploc_remap maploc_capi)
 
 # libmaploc.so: the objects of every module in one shared library.
 get_property(maploc_objects GLOBAL PROPERTY MAPLOC_MODULE_OBJECTS)
@@ -17,6 +17,11 @@ add_library(maploc::maploc_shared ALIAS maploc_shared)
 set_target_properties(maploc_shared PROPERTIES OUTPUT_NAME maploc EXPORT_NAME maploc_shared LINKER_LANGUAGE CXX
                       VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 target_link_libraries(maploc_shared PRIVATE ${maploc_private_deps})
+# Exported: the C API (maploc_*) and the C++ API (maploc::*); everything else the objects carry
+# (std:: instantiations, helpers of other libraries) stays local to the library.
+set(maploc_version_script ${PROJECT_SOURCE_DIR}/third_party/libmaploc.map)
+target_link_options(maploc_shared PRIVATE "LINKER:--version-script=${maploc_version_script}")
+set_property(TARGET maploc_shared APPEND PROPERTY LINK_DEPENDS ${maploc_version_script})
 target_include_directories(maploc_shared INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(maploc_shared INTERFACE cxx_std_20)
@@ -47,4 +52,6 @@ set(MAPLOC_PC_LIBS_PRIVATE "-ldl")  # the CUDA runtime is loaded with dlopen, ne
 # Relocatable: the prefix is found from where the .pc file lies.
 file(RELATIVE_PATH MAPLOC_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
 configure_file(${PROJECT_SOURCE_DIR}/third_party/maploc.pc.in ${PROJECT_BINARY_DIR}/maploc.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/maploc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# maploc-c.pc: the same library for C programs (maploc/maploc_c.h), without maploc.pc's -std=c++20.
+configure_file(${PROJECT_SOURCE_DIR}/third_party/maploc-c.pc.in ${PROJECT_BINARY_DIR}/maploc-c.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/maploc.pc ${PROJECT_BINARY_DIR}/maploc-c.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -32,3 +32,5 @@
 #include "maploc/remap/plan.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/remap/slice.h"
+#include "maploc/remap/dlpack.h"
+#include "maploc/maploc_c.h"

@@ -1,7 +1,8 @@
 # run_consumer.cmake - cmake -P script: builds a project that uses maploc one way, runs its programs.
 # Inputs: MODE (find | subdirectory | pkg-config), SOURCE_DIR (maploc's source), BINARY_DIR
 # (maploc's build), WORK (scratch folder), PROJECT_DIR (the consumer project), PROGRAMS
-# (executables it builds, '|'-separated; pkg-config mode compiles PROJECT_DIR/<first>.cpp),
+# (executables it builds, '|'-separated; pkg-config mode compiles PROJECT_DIR/<first>.cpp with
+# `pkg-config maploc`, and every PROJECT_DIR/<program>.c with `pkg-config maploc-c`),
 # RUN_ARGS ('|'-separated arguments), EXPECT (a regex the output must match).
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -23,13 +24,26 @@ set(built "")
 if(MODE STREQUAL "pkg-config")
   find_program(PKG_CONFIG pkg-config REQUIRED)
   set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
-  run(${PKG_CONFIG} --cflags --libs maploc)
-  string(STRIP "${last_output}" flags)
-  separate_arguments(flags UNIX_COMMAND "${flags}")
-  list(GET programs 0 program)
-  run(c++ ${PROJECT_DIR}/${program}.cpp ${flags} -o ${WORK}/${program})
   set(ENV{LD_LIBRARY_PATH} ${prefix}/lib)
-  set(built ${WORK}/${program})
+  list(GET programs 0 first)
+  foreach(program ${programs})
+    if(program STREQUAL first)
+      set(package maploc)
+      set(compiler c++)
+      set(source ${PROJECT_DIR}/${program}.cpp)
+    elseif(EXISTS ${PROJECT_DIR}/${program}.c)
+      set(package maploc-c)
+      set(compiler cc)
+      set(source ${PROJECT_DIR}/${program}.c)
+    else()
+      continue()
+    endif()
+    run(${PKG_CONFIG} --cflags --libs ${package})
+    string(STRIP "${last_output}" flags)
+    separate_arguments(flags UNIX_COMMAND "${flags}")
+    run(${compiler} ${source} ${flags} -o ${WORK}/${program})
+    list(APPEND built ${WORK}/${program})
+  endforeach()
 else()
   run(${CMAKE_COMMAND} -S ${PROJECT_DIR} -B ${WORK}/build -DMAPLOC_CONSUMER_MODE=${MODE}
       -DMAPLOC_SOURCE_DIR=${SOURCE_DIR} -DCMAKE_PREFIX_PATH=${prefix} -DMAPLOC_CUDA=OFF)
