@@ -1,0 +1,111 @@
+"""_capi.py - libmaploc.so through ctypes: finding it, the C structs, and errors as maploc.Error."""
+import ctypes
+import ctypes.util
+import os
+
+_ENV = "MAPLOC_LIBRARY"
+_NAMES = ("libmaploc.so", "libmaploc.so.0")
+
+
+class Error(Exception):
+    """A maploc failure: `code` is maploc's stable error number (docs/api.md), `message` says what and where."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class TensorInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p), ("kind", ctypes.c_char_p),
+                ("ndim", ctypes.c_int32), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("stride", ctypes.POINTER(ctypes.c_int64)), ("storage_offset", ctypes.c_int64),
+                ("storage", ctypes.c_int64), ("requires_grad", ctypes.c_int32), ("conj", ctypes.c_int32),
+                ("neg", ctypes.c_int32), ("location", ctypes.c_char_p), ("device", ctypes.c_char_p),
+                ("data", ctypes.c_void_p)]
+
+
+class StorageInfo(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("dtype", ctypes.c_char_p), ("nbytes", ctypes.c_uint64),
+                ("location", ctypes.c_char_p), ("device", ctypes.c_char_p), ("data", ctypes.c_void_p),
+                ("writable", ctypes.c_int32), ("pinned", ctypes.c_int32)]
+
+
+class LoadOptions(ctypes.Structure):
+    _fields_ = [("map_location", ctypes.c_char_p), ("host", ctypes.c_int32), ("writable", ctypes.c_int32),
+                ("populate", ctypes.c_int32), ("host_threads", ctypes.c_uint32)]
+
+
+def _candidates():
+    """Where libmaploc.so is looked for, in order (docs/python.md)."""
+    if os.environ.get(_ENV):
+        yield os.environ[_ENV]
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for folder in (here,                                        # copied next to the package
+                   os.path.join(here, "..", "..", ".."),        # <prefix>/lib/pythonX/site-packages/maploc
+                   os.path.join(here, "..", "..", "build")):    # python/maploc in a source tree built in build/
+        for name in _NAMES:
+            path = os.path.normpath(os.path.join(folder, name))
+            if os.path.exists(path):
+                yield path
+    yield ctypes.util.find_library("maploc") or "libmaploc.so.0"   # the system loader's search
+
+
+def _open():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+    raise ImportError("maploc: libmaploc.so not found; set MAPLOC_LIBRARY to its path (tried: "
+                      + "; ".join(tried) + ")")
+
+
+lib = _open()
+
+_P = ctypes.c_void_p
+_SIGNATURES = {
+    "maploc_last_error_code": (ctypes.c_int, []),
+    "maploc_last_error_message": (ctypes.c_char_p, []),
+    "maploc_version": (ctypes.c_char_p, []),
+    "maploc_open": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P)]),
+    "maploc_checkpoint_free": (None, [_P]),
+    "maploc_checkpoint_format": (ctypes.c_char_p, [_P]),
+    "maploc_checkpoint_tensor_count": (ctypes.c_size_t, [_P]),
+    "maploc_checkpoint_storage_count": (ctypes.c_size_t, [_P]),
+    "maploc_checkpoint_tensor": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(TensorInfo)]),
+    "maploc_checkpoint_storage": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(StorageInfo)]),
+    "maploc_load_options_init": (None, [ctypes.POINTER(LoadOptions)]),
+    "maploc_load": (ctypes.c_int, [_P, ctypes.POINTER(LoadOptions), ctypes.POINTER(_P)]),
+    "maploc_loaded_free": (None, [_P]),
+    "maploc_loaded_tensor_count": (ctypes.c_size_t, [_P]),
+    "maploc_loaded_tensor": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(TensorInfo)]),
+    "maploc_loaded_storage": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(StorageInfo)]),
+    "maploc_loaded_to": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p]),
+    "maploc_loaded_tensor_sha256": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.c_char_p]),
+    "maploc_loaded_dlpack": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(_P)]),
+    "maploc_dlpack_free": (None, [_P]),
+    "maploc_dlpack_capsule_destructor": (None, [_P]),
+    "maploc_remap": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
+    "maploc_convert": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
+}
+for _name, (_restype, _argtypes) in _SIGNATURES.items():
+    _f = getattr(lib, _name)
+    _f.restype = _restype
+    _f.argtypes = _argtypes
+
+
+def check(code):
+    """Raises maploc.Error for a non-zero return code of a C API call."""
+    if code != 0:
+        raise Error(code, lib.maploc_last_error_message().decode("utf-8", "replace"))
+
+
+def text(b):
+    return None if b is None else b.decode("utf-8", "surrogateescape")
+
+
+def path_bytes(path):
+    return os.fsencode(os.fspath(path))
