@@ -10,7 +10,8 @@ build=(cmake make g++ pkg-config zlib1g-dev nlohmann-json3-dev
        libssl-dev libisal-dev libzstd-dev libdlpack-dev)
 test=(catch2            # the test framework
       python3-torch     # tests/write loads maploc-written files with real torch (1.13)
-      python3-numpy)    # the Python module's DLPack tests
+      python3-numpy     # the Python module's DLPack tests
+      ca-certificates)  # fixtures/real/fetch.py downloads the real-world corpus over HTTPS
 
 case "$mode" in
   build) packages=("${build[@]}") ;;
