@@ -20,21 +20,26 @@ def version():
     return _capi.text(_capi.lib.maploc_version())
 
 
+def _describe(obj, info):
+    """The fields a listed and a loaded tensor share, from a maploc_tensor_info."""
+    obj.name = _capi.text(info.name)
+    obj.dtype = _capi.text(info.dtype)
+    obj.kind = _capi.text(info.kind)
+    obj.shape = tuple(info.shape[:info.ndim]) if info.ndim else ()
+    obj.stride = tuple(info.stride[:info.ndim]) if info.ndim and info.stride else ()
+    obj.storage_offset = info.storage_offset
+    obj.requires_grad = bool(info.requires_grad)
+
+
 class TensorInfo:
     """One tensor as the file describes it (maploc.ls)."""
     __slots__ = ("name", "dtype", "kind", "shape", "stride", "storage_offset", "storage", "location",
                  "requires_grad")
 
     def __init__(self, info):
-        self.name = _capi.text(info.name)
-        self.dtype = _capi.text(info.dtype)
-        self.kind = _capi.text(info.kind)
-        self.shape = tuple(info.shape[:info.ndim]) if info.ndim else ()
-        self.stride = tuple(info.stride[:info.ndim]) if info.ndim and info.stride else ()
-        self.storage_offset = info.storage_offset
+        _describe(self, info)
         self.storage = None if info.storage < 0 else info.storage
         self.location = _capi.text(info.location)
-        self.requires_grad = bool(info.requires_grad)
 
     def __repr__(self):
         return f"TensorInfo({self.name!r}, {self.dtype}, shape={list(self.shape)}, location={self.location!r})"
@@ -94,15 +99,9 @@ class Tensor:
         info = _capi.TensorInfo()
         _capi.check(_capi.lib.maploc_loaded_tensor(loaded.handle, index, ctypes.byref(info)))
         self._loaded, self._index = loaded, index
-        self.name = _capi.text(info.name)
-        self.dtype = _capi.text(info.dtype)
-        self.kind = _capi.text(info.kind)
-        self.shape = tuple(info.shape[:info.ndim]) if info.ndim else ()
-        self.stride = tuple(info.stride[:info.ndim]) if info.ndim and info.stride else ()
-        self.storage_offset = info.storage_offset
+        _describe(self, info)
         self.device = _capi.text(info.device)
         self.data_ptr = info.data or 0  # the first element's address (a device pointer on CUDA)
-        self.requires_grad = bool(info.requires_grad)
         self._storage = info.storage
 
     def _device_pair(self):
