@@ -2,7 +2,7 @@
 zero-copy (the consumer's data pointer is the one maploc reports), torch's geometry, values equal to torch's
 manifest; and an array kept after the dict, the load and the file handles are gone still reads right.
 Usage: python3 dlpack_consumers.py numpy|torch FIXTURES_DIR. Exit 77 (a ctest skip) when the consumer
-cannot be imported."""
+cannot be imported, a failure instead under MAPLOC_PYTHON_REQUIRED=1 (tools/test.sh, which installs both)."""
 import ctypes
 import gc
 import hashlib
@@ -12,10 +12,13 @@ import sys
 
 CONSUMER, FIXTURES = sys.argv[1], sys.argv[2]
 try:
-    import numpy
-    if CONSUMER == "torch":
+    if CONSUMER == "numpy":
+        import numpy
+    else:
         import torch
 except ImportError as e:
+    if os.environ.get("MAPLOC_PYTHON_REQUIRED") == "1":
+        sys.exit(f"FAIL: {CONSUMER} cannot be imported ({e}) and MAPLOC_PYTHON_REQUIRED=1")
     print(f"SKIP: {CONSUMER} cannot be imported here ({e})")
     sys.exit(77)
 
@@ -25,10 +28,10 @@ import maploc
 MAPLOC_REFUSES = ("qint8", "quint8", "qint32", "bits8", "bits16", "float8_e5m2", "float8_e4m3fn",
                   "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2")
 # Refused by the consumer: dtypes it has no type for.
-CONSUMER_REFUSES = {
-    "numpy": ("bfloat16", "complex32"),           # numpy has neither
-    "torch": ("uint16", "uint32", "uint64"),      # torch < 2.3 has no uint16-64
-}[CONSUMER]
+if CONSUMER == "numpy":
+    CONSUMER_REFUSES = ("bfloat16", "complex32")  # numpy has neither
+else:  # torch < 2.3 has no uint16-64; a later one must take them
+    CONSUMER_REFUSES = () if hasattr(torch, "uint16") else ("uint16", "uint32", "uint64")
 
 
 def read_json(path):
