@@ -10,8 +10,11 @@ torch.Tensors on the CPU:
   torch.load mmap       the same with mmap=True (pages read on first use)
   maploc view           maploc.load(path, "cpu") (zero-copy copy-on-write pages) + torch.from_dlpack each
   maploc copy           maploc.load(path, "cpu", host="copy") (private copies) + torch.from_dlpack each
+  maploc view numpy     maploc view with numpy.from_dlpack each (a dict of numpy arrays)
+  maploc copy numpy     maploc copy with numpy.from_dlpack each
 Medians with min and max. Ratios are like for like: the materialised rows against torch.load
-(every byte in private memory), the lazy ones against torch.load(mmap=True) (pages of the file).
+(every byte in private memory), the lazy ones against torch.load(mmap=True) (pages of the file); the
+numpy rows end in numpy arrays, not torch tensors (what a numpy user would otherwise get from torch.load).
 """
 import argparse
 import json
@@ -21,7 +24,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROWS = ("torch.load", "torch.load mmap", "maploc view", "maploc copy")
+ROWS = ("torch.load", "torch.load mmap", "maploc view", "maploc copy", "maploc view numpy", "maploc copy numpy")
 
 
 def child(row, path):
@@ -30,14 +33,16 @@ def child(row, path):
     if row.startswith("maploc"):
         sys.path.insert(0, os.path.join(HERE, "..", "python"))
         import maploc
+        import numpy
+        take = numpy.from_dlpack if row.endswith("numpy") else torch.from_dlpack
     t0 = time.perf_counter()
     if row == "torch.load":
         tensors = torch.load(path, map_location="cpu")
     elif row == "torch.load mmap":
         tensors = torch.load(path, map_location="cpu", mmap=True)
     else:
-        host = "copy" if row == "maploc copy" else "view"
-        tensors = {k: torch.from_dlpack(v) for k, v in maploc.load(path, "cpu", host=host).items()}
+        host = "copy" if row.startswith("maploc copy") else "view"
+        tensors = {k: take(v) for k, v in maploc.load(path, "cpu", host=host).items()}
     total = time.perf_counter() - t0
     print(json.dumps({"total_s": total, "tensors": len(tensors), "torch": torch.__version__}))
 
@@ -66,8 +71,8 @@ def main():
     ap.add_argument("--python", default=os.path.join(HERE, "..", ".venv", "bin", "python"))
     a = ap.parse_args()
     env = dict(os.environ, MAPLOC_LIBRARY=os.path.abspath(os.path.join(a.build, "libmaploc.so")))
-    peer = {"torch.load": "torch.load", "maploc copy": "torch.load",
-            "torch.load mmap": "torch.load mmap", "maploc view": "torch.load mmap"}
+    peer = {row: "torch.load mmap" if row == "torch.load mmap" or row.startswith("maploc view") else "torch.load"
+            for row in ROWS}
     print("| workload | row | median s | min s | max s | like-for-like torch row / row |")
     print("|---|---|---|---|---|---|")
     for wid in ("w1", "w2"):
