@@ -112,10 +112,10 @@ Checkpoint::~Checkpoint() = default;
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const Options& options) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    if (!dcp_metadata_files(path).empty()) {
+    if (const auto metadata = dcp_metadata_files(path); !metadata.empty()) {
       auto st = std::make_unique<State>();
       st->options = options;
-      read_dcp(*st, path);
+      read_dcp(*st, path, metadata);
       return Checkpoint(std::move(st));
     }
     return Checkpoint(read_set_directory(path, options));

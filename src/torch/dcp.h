@@ -52,7 +52,9 @@ std::vector<std::filesystem::path> dcp_metadata_files(const std::filesystem::pat
 /// contiguous tensor per tensor entry, BYTE_IO items in state.byte_items.
 /// Rank-local metadata files are merged: a tensor's chunks from every rank,
 /// a chunk several ranks wrote taken once.
-void read_dcp(Checkpoint::State& state, const std::filesystem::path& dir);
+/// `metadata` is what dcp_metadata_files(dir) found (the caller has looked already).
+void read_dcp(Checkpoint::State& state, const std::filesystem::path& dir,
+              const std::vector<std::filesystem::path>& metadata);
 
 /// The full tensor of storage `index`, assembled from its chunks (kTorchBadDcp
 /// when chunks are missing, overlap, or disagree with the metadata).

@@ -240,8 +240,7 @@ std::vector<fs::path> dcp_metadata_files(const fs::path& dir) {
   return out;
 }
 
-void read_dcp(Checkpoint::State& st, const fs::path& dir) {
-  const std::vector<fs::path> metas = dcp_metadata_files(dir);
+void read_dcp(Checkpoint::State& st, const fs::path& dir, const std::vector<fs::path>& metas) {
   if (metas.empty()) bad("no '.metadata' nor any rank's '__R.metadata' in the directory", dir.string());
   st.path = dir.string();
   auto layout = std::make_shared<DcpLayout>();
