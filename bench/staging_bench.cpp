@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "maploc/bytes.h"
-#include "remap/upload.h"
+#include "upload.h"
 
 namespace {
 

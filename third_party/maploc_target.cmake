@@ -3,12 +3,18 @@
 # maploc_add_module(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
 # Declares maploc_<name> (static, alias maploc::<name>) built from the object library
 # maploc_<name>_objects, whose -fPIC objects also make up the shared libmaploc.so.
-# Public headers come from include/.
+# Headers come in three tiers (docs/house-style.md, "Headers"):
+#   include/maploc/...       public: installed, supported, on every path;
+#   src/<name>/internal/...  the module's internal interface: never installed, on the path of
+#                            the module and of whatever links it (its arrows' downstream);
+#   src/<name>/*.h           private: on the path of the module and of its own tests only.
+# tests/headers/check_module_includes.cmake fails the build's tests when an include crosses an arrow.
 function(maploc_add_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   set(objects maploc_${name}_objects)
   add_library(${objects} OBJECT ${ARG_SOURCES})
-  target_include_directories(${objects} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(${objects} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                             PRIVATE ${PROJECT_SOURCE_DIR}/src/${name} ${PROJECT_SOURCE_DIR}/src/${name}/internal)
   target_link_libraries(${objects} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   set_target_properties(${objects} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   maploc_target_defaults(${objects})
@@ -16,7 +22,8 @@ function(maploc_add_module name)
   add_library(maploc_${name} STATIC $<TARGET_OBJECTS:${objects}>)
   add_library(maploc::${name} ALIAS maploc_${name})
   target_include_directories(maploc_${name}
-    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>)
+    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>
+    INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/${name}/internal>)
   target_link_libraries(maploc_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   set_target_properties(maploc_${name} PROPERTIES EXPORT_NAME ${name} LINKER_LANGUAGE CXX)
   maploc_target_defaults(maploc_${name})

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -39,5 +40,9 @@ class Bytes {
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+/// Receives a written file's bytes in order (the writers of torch/write.h and
+/// torch/safetensors.h stream into one). May throw; the writer is then unusable.
+using ByteSink = std::function<void(std::span<const std::uint8_t>)>;
 
 }  // namespace maploc

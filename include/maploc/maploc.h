@@ -1,23 +1,17 @@
 // maploc.h - the whole public API of maploc in one include.
 #pragma once
 
-#include "maploc/atomic_file.h"
 #include "maploc/bytes.h"
 #include "maploc/error.h"
 #include "maploc/limits.h"
 #include "maploc/mapped_file.h"
 #include "maploc/progress.h"
-#include "maploc/sha256.h"
-#include "maploc/sniff.h"
 #include "maploc/version.h"
 #include "maploc/zip/archive.h"
-#include "maploc/zip/crc32.h"
-#include "maploc/zip/writer.h"
 #include "maploc/pickle/value.h"
 #include "maploc/pickle/machine.h"
 #include "maploc/pickle/opcodes.h"
 #include "maploc/pickle/disassemble.h"
-#include "maploc/pickle/writer.h"
 #include "maploc/torch/dtype.h"
 #include "maploc/torch/storage.h"
 #include "maploc/torch/tensor.h"

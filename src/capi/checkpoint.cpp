@@ -1,7 +1,7 @@
 // checkpoint.cpp - the C API's checkpoints and plans: open, list tensors and storages, plan a SPEC.
 #include <memory>
 
-#include "capi/handles.h"
+#include "handles.h"
 
 using namespace maploc;
 using capi::guarded;

@@ -1,7 +1,7 @@
 // common.cpp - the C API's per-thread last error, its version, and what every part of it shares.
 #include <string>
 
-#include "capi/handles.h"
+#include "handles.h"
 #include "maploc/version.h"
 
 namespace maploc::capi {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <memory>
 
-#include "capi/handles.h"
+#include "handles.h"
 #include "maploc/remap/dlpack.h"
 
 using namespace maploc;

@@ -1,7 +1,7 @@
 // write.cpp - the C API's file rewrites: location tags (`maploc remap`) and format conversion (`maploc convert`).
 #include <string>
 
-#include "capi/handles.h"
+#include "handles.h"
 #include "maploc/torch/safetensors.h"
 #include "maploc/torch/write.h"
 

@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cli/commands.h"
-#include "cli/progress.h"
-#include "cli/format.h"
-#include "cli/json_writer.h"
+#include "commands.h"
+#include "progress.h"
+#include "format.h"
+#include "json_writer.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/safetensors.h"

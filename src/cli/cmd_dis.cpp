@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
-#include "cli/json_writer.h"
+#include "commands.h"
+#include "json_writer.h"
 #include "maploc/error.h"
 #include "maploc/mapped_file.h"
 #include "maploc/pickle/disassemble.h"
-#include "maploc/sniff.h"
+#include "support/sniff.h"
 #include "maploc/zip/archive.h"
 
 namespace maploc::cli {

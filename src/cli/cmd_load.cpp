@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <map>
 
-#include "cli/commands.h"
-#include "cli/progress.h"
-#include "cli/format.h"
-#include "cli/json_writer.h"
-#include "cli/parallel.h"
+#include "commands.h"
+#include "progress.h"
+#include "format.h"
+#include "json_writer.h"
+#include "parallel.h"
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/torch/checkpoint.h"

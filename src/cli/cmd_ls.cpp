@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
-#include "cli/format.h"
-#include "cli/json_writer.h"
-#include "cli/parallel.h"
+#include "commands.h"
+#include "format.h"
+#include "json_writer.h"
+#include "parallel.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/hash.h"

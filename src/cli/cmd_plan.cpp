@@ -2,9 +2,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cli/commands.h"
-#include "cli/format.h"
-#include "cli/json_writer.h"
+#include "commands.h"
+#include "format.h"
+#include "json_writer.h"
 #include "maploc/error.h"
 #include "maploc/remap/plan.h"
 #include "maploc/torch/checkpoint.h"

@@ -1,7 +1,7 @@
 // cmd_verify.cpp - `maploc verify FILE`: is this checkpoint whole and consistent? Exit 0 only if so.
 
-#include "cli/commands.h"
-#include "cli/json_writer.h"
+#include "commands.h"
+#include "json_writer.h"
 #include "maploc/error.h"
 #include "maploc/torch/verify.h"
 

@@ -1,5 +1,5 @@
 // format.cpp - sizes and rates for people.
-#include "cli/format.h"
+#include "format.h"
 
 #include <cstdio>
 

@@ -1,5 +1,5 @@
 // json_writer.cpp - stdout gathered in one buffer; JSON written into it as nlohmann's dump(2) would.
-#include "cli/json_writer.h"
+#include "json_writer.h"
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "maploc/error.h"
 
 namespace maploc::cli {

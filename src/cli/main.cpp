@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "maploc/error.h"
 #include "maploc/version.h"
 

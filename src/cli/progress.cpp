@@ -1,11 +1,11 @@
 // progress.cpp - the stderr progress bar.
-#include "cli/progress.h"
+#include "progress.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 
-#include "cli/format.h"
+#include "format.h"
 
 namespace maploc::cli {
 namespace {

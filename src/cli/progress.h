@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "maploc/progress.h"
 
 namespace maploc::cli {

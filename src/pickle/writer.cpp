@@ -1,5 +1,5 @@
 // writer.cpp - emits an inert value tree as pickle opcodes (the inverse of machine.cpp, protocol 2 style).
-#include "maploc/pickle/writer.h"
+#include "pickle/writer.h"
 
 #include <cstring>
 #include <unordered_map>

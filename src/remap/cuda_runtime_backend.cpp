@@ -9,7 +9,7 @@
 #include <set>
 #include <utility>
 
-#include "remap/device_backend.h"
+#include "device_backend.h"
 
 namespace maploc::remap::detail {
 namespace {

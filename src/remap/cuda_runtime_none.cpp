@@ -1,5 +1,5 @@
 // cuda_runtime_none.cpp - a build without CUDA: no runtime to load, and a message that says why.
-#include "remap/device_backend.h"
+#include "device_backend.h"
 
 namespace maploc::remap::detail {
 namespace {

@@ -1,8 +1,8 @@
 // device.cpp - device spellings and the process's device inventory.
 #include "maploc/remap/device.h"
 
-#include "remap/device_backend.h"
-#include "remap/simulated_backend.h"
+#include "device_backend.h"
+#include "simulated_backend.h"
 
 namespace maploc::remap {
 

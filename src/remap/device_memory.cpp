@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "maploc/error.h"
-#include "remap/upload.h"
+#include "upload.h"
 
 namespace maploc::remap::detail {
 namespace {

@@ -1,5 +1,5 @@
 // host_memory.cpp - host placements, populating views, and reading placed storages back.
-#include "remap/host_memory.h"
+#include "host_memory.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "maploc/error.h"
-#include "remap/upload.h"
+#include "upload.h"
 #include "support/byteswap.h"
 #include "support/huge_chunks.h"
 

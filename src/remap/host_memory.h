@@ -10,7 +10,7 @@
 
 #include "maploc/bytes.h"
 #include "maploc/remap/loaded.h"
-#include "remap/device_backend.h"
+#include "device_backend.h"
 #include "support/progress_meter.h"
 
 namespace maploc::remap::detail {

@@ -12,10 +12,10 @@
 #include "maploc/remap/loaded.h"
 #include "support/memory_guard.h"
 #include "maploc/remap/plan.h"
-#include "remap/host_memory.h"
-#include "remap/load_slice.h"
-#include "remap/storage_names.h"
-#include "remap/upload.h"
+#include "host_memory.h"
+#include "load_slice.h"
+#include "storage_names.h"
+#include "upload.h"
 #include "support/flat_index.h"
 
 namespace maploc::remap {

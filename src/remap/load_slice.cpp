@@ -9,9 +9,9 @@
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/remap/plan.h"
-#include "remap/host_memory.h"
-#include "remap/load_slice.h"
-#include "remap/upload.h"
+#include "host_memory.h"
+#include "load_slice.h"
+#include "upload.h"
 #include "support/flat_index.h"
 
 namespace maploc::remap {

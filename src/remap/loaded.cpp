@@ -4,10 +4,10 @@
 
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 #include "maploc/torch/hash.h"
-#include "remap/host_memory.h"
-#include "remap/upload.h"
+#include "host_memory.h"
+#include "upload.h"
 #include "support/flat_index.h"
 
 namespace maploc::remap {

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "maploc/error.h"
-#include "remap/device_backend.h"
-#include "remap/storage_names.h"
+#include "device_backend.h"
+#include "storage_names.h"
 
 namespace maploc::remap {
 namespace detail {

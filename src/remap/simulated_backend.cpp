@@ -1,6 +1,6 @@
 // simulated_backend.cpp - the simulated device: host memory as device memory, a worker thread
 // carrying out queued copies late and piece by piece, injected failures, accounting.
-#include "remap/simulated_backend.h"
+#include "simulated_backend.h"
 
 #include <algorithm>
 #include <cstdlib>

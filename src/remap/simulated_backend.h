@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "remap/device_backend.h"
+#include "device_backend.h"
 
 namespace maploc::remap::detail {
 

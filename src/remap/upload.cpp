@@ -1,6 +1,6 @@
 // upload.cpp - the host-to-device pipeline: long-lived reader threads pread the file into a reused
 // pinned staging ring while the copy engine drains it (loading-performance-and-security.md A.9, A.12).
-#include "remap/upload.h"
+#include "upload.h"
 
 #include <unistd.h>
 

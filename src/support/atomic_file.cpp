@@ -1,5 +1,5 @@
 // atomic_file.cpp - write to a temporary file beside the target, fsync, rename (POSIX).
-#include "maploc/atomic_file.h"
+#include "support/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -4,7 +4,7 @@
 #include <new>
 #include <utility>
 
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 
 namespace maploc {
 namespace {

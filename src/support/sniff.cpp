@@ -1,5 +1,5 @@
 // sniff.cpp - content-based file classification (pytorch-format.md §0.1).
-#include "maploc/sniff.h"
+#include "support/sniff.h"
 
 #include <algorithm>
 #include <cctype>

@@ -4,8 +4,8 @@
 #include <string_view>
 #include <vector>
 
-#include "torch/state.h"
-#include "torch/storage_table.h"
+#include "state.h"
+#include "storage_table.h"
 
 namespace maploc::torch {
 namespace {

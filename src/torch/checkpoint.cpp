@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "maploc/error.h"
-#include "maploc/sniff.h"
-#include "torch/dcp.h"
-#include "torch/state.h"
+#include "support/sniff.h"
+#include "dcp.h"
+#include "state.h"
 #include "zip/deferred.h"
 #include "support/memory_guard.h"
 

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "maploc/error.h"
-#include "torch/json_subset.h"
-#include "torch/state.h"
+#include "json_subset.h"
+#include "state.h"
 
 namespace maploc::torch {
 namespace fs = std::filesystem;

@@ -7,11 +7,11 @@
 #include <zstd.h>
 
 #include "maploc/error.h"
-#include "torch/dcp.h"
+#include "dcp.h"
 #include "support/flat_index.h"
 #include "support/seeded_hash.h"
-#include "torch/json_subset.h"
-#include "torch/state.h"
+#include "json_subset.h"
+#include "state.h"
 
 namespace maploc::torch {
 namespace {

@@ -5,11 +5,11 @@
 
 #include "maploc/error.h"
 #include "maploc/pickle/machine.h"
-#include "maploc/sniff.h"
+#include "support/sniff.h"
 #include "support/flat_index.h"
 #include "support/seeded_hash.h"
-#include "torch/dcp.h"
-#include "torch/state.h"
+#include "dcp.h"
+#include "state.h"
 
 namespace maploc::torch {
 namespace fs = std::filesystem;

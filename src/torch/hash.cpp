@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "maploc/error.h"
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 
 namespace maploc::torch {
 namespace {

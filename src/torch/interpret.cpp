@@ -3,8 +3,8 @@
 #include <string_view>
 
 #include "support/huge_chunks.h"
-#include "torch/interpreter.h"
-#include "torch/storage_table.h"
+#include "interpreter.h"
+#include "storage_table.h"
 
 namespace maploc::torch {
 namespace {

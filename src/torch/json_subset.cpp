@@ -1,5 +1,5 @@
 // json_subset.cpp - a small pull JSON reader (depth-bounded, no tree) and string quoting.
-#include "torch/json_subset.h"
+#include "json_subset.h"
 
 #include "support/utf8.h"
 

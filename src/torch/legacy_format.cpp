@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "support/little_endian.h"
-#include "torch/state.h"
-#include "torch/storage_table.h"
+#include "state.h"
+#include "storage_table.h"
 
 namespace maploc::torch {
 namespace {

@@ -1,8 +1,8 @@
 // rebuild.cpp - torch's rebuild functions as data: every tensor form a checkpoint can hold (§4.6).
 #include <string_view>
 
-#include "torch/interpreter.h"
-#include "torch/storage_table.h"
+#include "interpreter.h"
+#include "storage_table.h"
 
 namespace maploc::torch {
 namespace {

@@ -3,8 +3,8 @@
 
 #include "maploc/torch/safetensors.h"
 #include "support/flat_index.h"
-#include "torch/json_subset.h"
-#include "torch/state.h"
+#include "json_subset.h"
+#include "state.h"
 
 namespace maploc::torch {
 namespace {

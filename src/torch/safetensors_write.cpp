@@ -3,11 +3,11 @@
 #include <map>
 #include <tuple>
 
-#include "maploc/atomic_file.h"
+#include "support/atomic_file.h"
 #include "maploc/torch/hash.h"
 #include "maploc/torch/safetensors.h"
-#include "torch/json_subset.h"
-#include "torch/state.h"
+#include "json_subset.h"
+#include "state.h"
 
 namespace maploc::torch {
 namespace {
@@ -40,7 +40,7 @@ std::string metadata_json(const std::vector<std::pair<std::string, std::string>>
 
 }  // namespace
 
-SafetensorsReport write_safetensors(const Checkpoint& c, const zip::Sink& sink, const SafetensorsOptions& options) {
+SafetensorsReport write_safetensors(const Checkpoint& c, const ByteSink& sink, const SafetensorsOptions& options) {
   SafetensorsReport report;
   std::vector<Item> items;
   // A tensor identical in storage and geometry to an earlier one is a tie.

@@ -1,5 +1,5 @@
 // storage_table.cpp - persistent-id parsing and storage sharing (pytorch-format.md §2.2, §4.2).
-#include "torch/storage_table.h"
+#include "storage_table.h"
 
 #include <algorithm>
 #include <limits>

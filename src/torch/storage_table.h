@@ -11,7 +11,7 @@
 
 #include "maploc/pickle/value.h"
 #include "support/flat_index.h"
-#include "torch/state.h"
+#include "state.h"
 
 namespace maploc::torch {
 

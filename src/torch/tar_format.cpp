@@ -3,8 +3,8 @@
 #include <map>
 #include <string>
 
-#include "torch/state.h"
-#include "torch/storage_table.h"
+#include "state.h"
+#include "storage_table.h"
 
 namespace maploc::torch {
 namespace {

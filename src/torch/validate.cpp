@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-#include "torch/state.h"
+#include "state.h"
 
 namespace maploc::torch {
 namespace {

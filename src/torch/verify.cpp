@@ -5,12 +5,12 @@
 
 #include "maploc/error.h"
 #include "maploc/pickle/machine.h"
-#include "maploc/sniff.h"
-#include "maploc/zip/crc32.h"
+#include "support/sniff.h"
+#include "zip/crc32.h"
 #include "support/little_endian.h"
-#include "torch/dcp.h"
-#include "torch/state.h"
-#include "torch/storage_table.h"
+#include "dcp.h"
+#include "state.h"
+#include "storage_table.h"
 
 namespace maploc::torch {
 namespace {

@@ -4,11 +4,12 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "maploc/atomic_file.h"
 #include "maploc/error.h"
 #include "maploc/pickle/machine.h"
-#include "maploc/pickle/writer.h"
-#include "torch/storage_table.h"
+#include "pickle/writer.h"
+#include "support/atomic_file.h"
+#include "storage_table.h"
+#include "zip/writer.h"
 
 namespace maploc::torch {
 namespace {
@@ -244,7 +245,7 @@ void write_dict_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer
 
 }  // namespace
 
-void copy_storage_little_endian(const Bytes& bytes, DType dtype, ByteOrder order, const zip::Sink& sink) {
+void copy_storage_little_endian(const Bytes& bytes, DType dtype, ByteOrder order, const ByteSink& sink) {
   const std::size_t unit = order == ByteOrder::kBig ? swap_unit(dtype) : 1;
   if (unit <= 1) {
     for (std::size_t off = 0; off < bytes.size(); off += kChunk) {
@@ -262,7 +263,7 @@ void copy_storage_little_endian(const Bytes& bytes, DType dtype, ByteOrder order
   }
 }
 
-ArchiveReport write_archive(const Checkpoint& checkpoint, const zip::Sink& sink, const ArchiveOptions& options) {
+ArchiveReport write_archive(const Checkpoint& checkpoint, const ByteSink& sink, const ArchiveOptions& options) {
   zip::WriterOptions zo;
   zo.alignment = options.alignment;
   zip::Writer zw(sink, zo);

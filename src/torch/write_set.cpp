@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <numeric>
 
-#include "maploc/atomic_file.h"
+#include "support/atomic_file.h"
 #include "maploc/error.h"
-#include "torch/json_subset.h"
+#include "json_subset.h"
 
 namespace maploc::torch {
 namespace fs = std::filesystem;

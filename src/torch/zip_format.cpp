@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "support/huge_chunks.h"
-#include "torch/state.h"
-#include "torch/storage_table.h"
+#include "state.h"
+#include "storage_table.h"
 
 namespace maploc::torch {
 namespace {

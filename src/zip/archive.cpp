@@ -17,7 +17,7 @@ std::uint64_t Record::alignment() const {
   return a;
 }
 
-Archive DirectoryParser::build(MappedFile file, const Limits& limits, bool locate, DirectoryEnd* end_out) {
+Archive Archive::parse(MappedFile file, const Limits& limits, bool locate, DirectoryEnd* end_out) {
   Archive a;
   a.file_ = std::move(file);
   a.limits_ = limits;
@@ -52,7 +52,7 @@ Archive Archive::open(const std::filesystem::path& path, const Limits& limits) {
 
 Archive Archive::from_file(MappedFile file, const Limits& limits) {
   const std::string path = file.path;
-  return maploc::detail::guard_memory(Stage::kZip, path, [&] { return DirectoryParser::build(std::move(file), limits); });
+  return maploc::detail::guard_memory(Stage::kZip, path, [&] { return parse(std::move(file), limits, true, nullptr); });
 }
 
 void Archive::require_prefix() const {

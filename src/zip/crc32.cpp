@@ -1,5 +1,5 @@
 // crc32.cpp - the zip CRC-32 (zlib's crc32(), computed by ISA-L), and a record's bytes checked against its stored CRC.
-#include "maploc/zip/crc32.h"
+#include "zip/crc32.h"
 
 #include <isa-l/crc.h>
 

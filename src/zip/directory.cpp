@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "maploc/error.h"
-#include "maploc/sniff.h"
+#include "support/sniff.h"
 #include "support/huge_chunks.h"
 #include "support/little_endian.h"
 

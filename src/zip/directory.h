@@ -44,14 +44,4 @@ void locate_records(const Bytes& file, const std::string& path, const DirectoryE
 /// Call it once per record.
 void locate_record(const Bytes& file, const std::string& path, const DirectoryEnd& end, Record& record);
 
-/// Builds an Archive from a parsed directory; the only writer of its fields.
-class DirectoryParser {
- public:
-  /// Archive::from_file; without `locate`, records keep data_offset 0 until
-  /// locate_records() runs on them (DeferredLocate). `end` receives the end records.
-  static Archive build(MappedFile file, const Limits& limits, bool locate = true, DirectoryEnd* end = nullptr);
-  static std::vector<Record>& records(Archive& archive) { return archive.records_; }
-  static const Bytes& bytes(const Archive& archive) { return archive.file_.bytes; }
-};
-
 }  // namespace maploc::zip

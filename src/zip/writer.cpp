@@ -1,10 +1,10 @@
 // writer.cpp - stored records, FB alignment padding, data descriptors, ZIP64 end records (APPNOTE 6.3).
-#include "maploc/zip/writer.h"
+#include "zip/writer.h"
 
 #include <algorithm>
 
 #include "maploc/error.h"
-#include "maploc/zip/crc32.h"
+#include "zip/crc32.h"
 
 namespace maploc::zip {
 namespace {
@@ -58,7 +58,7 @@ void zip64_extra(Out& o, std::uint64_t size, std::uint64_t header_offset) {
 
 }  // namespace
 
-Writer::Writer(Sink sink, WriterOptions options) : sink_(std::move(sink)), options_(options) {
+Writer::Writer(ByteSink sink, WriterOptions options) : sink_(std::move(sink)), options_(options) {
   const std::uint64_t a = options_.alignment;
   if (a == 0 || a > 65536 || (a & (a - 1)) != 0) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kZip,

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/json_writer.h"
+#include "json_writer.h"
 
 using maploc::cli::JsonWriter;
 

@@ -9,7 +9,7 @@
 #include "maploc/error.h"
 #include "maploc/pickle/disassemble.h"
 #include "maploc/pickle/machine.h"
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 
 namespace mp = maploc::pickle;
 using mp::testing::read_file;

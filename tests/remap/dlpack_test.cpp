@@ -9,8 +9,8 @@
 #include "error_of.h"
 #include "manifest.h"
 #include "maploc/remap/dlpack.h"
-#include "maploc/sha256.h"
-#include "remap/simulated_backend.h"
+#include "support/sha256.h"
+#include "simulated_backend.h"
 
 namespace maploc::test {
 namespace {

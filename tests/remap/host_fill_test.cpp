@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "remap/host_memory.h"
+#include "host_memory.h"
 
 namespace maploc::test {
 

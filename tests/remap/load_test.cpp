@@ -1,5 +1,5 @@
 // load_test.cpp - CPU placement of every fixture under every mapping kind, checked against torch's manifests.
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 #include <cstring>
 
 #include "manifest.h"

@@ -15,7 +15,7 @@
 #include "manifest.h"
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
-#include "remap/host_memory.h"
+#include "host_memory.h"
 
 namespace maploc::test {
 namespace {

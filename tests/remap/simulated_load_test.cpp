@@ -11,9 +11,9 @@
 #include "manifest.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/remap/plan.h"
-#include "maploc/sha256.h"
-#include "remap/simulated_backend.h"
-#include "remap/upload.h"
+#include "support/sha256.h"
+#include "simulated_backend.h"
+#include "upload.h"
 
 namespace maploc::test {
 namespace {

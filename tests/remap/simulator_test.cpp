@@ -7,8 +7,8 @@
 
 #include "error_of.h"
 #include "maploc/remap/loaded.h"
-#include "remap/simulated_backend.h"
-#include "remap/upload.h"
+#include "simulated_backend.h"
+#include "upload.h"
 
 namespace maploc::test {
 namespace {

@@ -5,10 +5,10 @@
 
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 #include "maploc/zip/archive.h"
 #include "remap/manifest.h"
-#include "remap/upload.h"
+#include "upload.h"
 
 namespace maploc::test {
 namespace {

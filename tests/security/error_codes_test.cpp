@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "maploc/atomic_file.h"
+#include "support/atomic_file.h"
 #include "maploc/error.h"
 #include "maploc/mapped_file.h"
 #include "maploc/pickle/machine.h"
@@ -19,7 +19,7 @@
 #include "maploc/remap/plan.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/zip/archive.h"
-#include "maploc/zip/crc32.h"
+#include "zip/crc32.h"
 #include "security/security_util.h"
 
 using namespace maploc;

@@ -5,7 +5,7 @@
 
 #include "error_of.h"
 #include "maploc/remap/loaded.h"
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 #include "sharded/sharded_test_util.h"
 
 using namespace maploc;

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 
 namespace {
 std::string sha(const std::string& s) {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "maploc/sniff.h"
+#include "support/sniff.h"
 
 using maploc::ContentKind;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/hash.h"
 

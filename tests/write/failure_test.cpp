@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "maploc/atomic_file.h"
+#include "support/atomic_file.h"
 #include "maploc/torch/safetensors.h"
 #include "maploc/torch/write.h"
 #include "write/write_test_util.h"

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "maploc/pickle/machine.h"
-#include "maploc/pickle/writer.h"
+#include "pickle/writer.h"
 #include "maploc/torch/hash.h"
 #include "maploc/torch/safetensors.h"
 #include "maploc/torch/write.h"

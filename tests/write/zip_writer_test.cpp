@@ -8,8 +8,8 @@
 
 #include "maploc/error.h"
 #include "maploc/zip/archive.h"
-#include "maploc/zip/crc32.h"
-#include "maploc/zip/writer.h"
+#include "zip/crc32.h"
+#include "zip/writer.h"
 #include "torch/torch_test_util.h"
 #include "write/write_test_util.h"
 

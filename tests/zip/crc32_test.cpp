@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "maploc/zip/crc32.h"
+#include "zip/crc32.h"
 
 namespace {
 std::uint32_t crc(std::uint32_t start, const std::string& s) {

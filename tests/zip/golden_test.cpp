@@ -1,7 +1,7 @@
 // golden_test.cpp - every record equals what Python's zipfile reads (goldens by fixtures/zip_golden.py).
 #include <nlohmann/json.hpp>
 
-#include "maploc/sha256.h"
+#include "support/sha256.h"
 #include "zip_test_util.h"
 
 namespace maploc::test {

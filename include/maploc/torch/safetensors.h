@@ -12,7 +12,7 @@
 
 #include "maploc/progress.h"
 #include "maploc/torch/checkpoint.h"
-#include "maploc/zip/writer.h"
+#include "maploc/bytes.h"
 
 namespace maploc::torch {
 
@@ -60,7 +60,7 @@ struct SafetensorsReport {
 /// aligned to its element size. Raises kTorchNotConvertible for a tensor
 /// safetensors cannot hold (sparse, quantized, nested, meta, conj/neg bit,
 /// an unsupported dtype), naming it; sink errors.
-SafetensorsReport write_safetensors(const Checkpoint& checkpoint, const zip::Sink& sink,
+SafetensorsReport write_safetensors(const Checkpoint& checkpoint, const ByteSink& sink,
                                     const SafetensorsOptions& options = {});
 
 /// write_safetensors() into `out` through an AtomicFile (all or nothing).

@@ -9,7 +9,7 @@
 
 #include "maploc/progress.h"
 #include "maploc/torch/checkpoint.h"
-#include "maploc/zip/writer.h"
+#include "maploc/bytes.h"
 
 namespace maploc::torch {
 
@@ -55,7 +55,7 @@ struct ArchiveReport {
 ///    non-tensor attributes are not carried over (torch.load returns a dict).
 /// Raises kTorchNotConvertible (a tensor kind the dict layout cannot hold),
 /// kTorchBadPersistentId, errors of the sink, zip and pickle writers.
-ArchiveReport write_archive(const Checkpoint& checkpoint, const zip::Sink& sink, const ArchiveOptions& options = {});
+ArchiveReport write_archive(const Checkpoint& checkpoint, const ByteSink& sink, const ArchiveOptions& options = {});
 
 /// write_archive() into `out` through an AtomicFile: the file appears whole
 /// or not at all. Raises kIoOpen/kIoWrite/kIoNoSpace besides the above.
@@ -64,6 +64,6 @@ ArchiveReport save_archive(const Checkpoint& checkpoint, const std::filesystem::
 
 /// Streams a storage's bytes to `sink` in chunks, byte-swapped from
 /// `order` to little-endian by swap_unit(dtype).
-void copy_storage_little_endian(const Bytes& bytes, DType dtype, ByteOrder order, const zip::Sink& sink);
+void copy_storage_little_endian(const Bytes& bytes, DType dtype, ByteOrder order, const ByteSink& sink);
 
 }  // namespace maploc::torch

@@ -20,6 +20,9 @@ class FlatIndex;
 
 namespace maploc::zip {
 
+struct DirectoryEnd;   // internal: what the end records say
+class DeferredLocate;  // internal: Archive::from_file in two steps (torch's reader)
+
 /// APPNOTE compression methods the reader accepts.
 inline constexpr std::uint16_t kMethodStored = 0;
 inline constexpr std::uint16_t kMethodDeflated = 8;
@@ -82,13 +85,17 @@ class Archive {
 
  private:
   Archive() = default;
+  /// from_file's work; without `locate`, records keep data_offset 0 until
+  /// DeferredLocate::run(). `end` (may be null) receives the end records.
+  static Archive parse(MappedFile file, const Limits& limits, bool locate, DirectoryEnd* end);
+
   MappedFile file_;
   Limits limits_;
   std::uint64_t base_ = 0;
   std::string prefix_;
   std::vector<Record> records_;
   std::shared_ptr<const maploc::detail::FlatIndex> index_;  ///< record names, hashed; built once
-  friend class DirectoryParser;
+  friend class DeferredLocate;  ///< writes the data offsets of records it locates late
 };
 
 }  // namespace maploc::zip

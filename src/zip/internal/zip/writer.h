@@ -7,11 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace maploc::zip {
+#include "maploc/bytes.h"
 
-/// Receives the archive's bytes in order. May throw (maploc::Error from an
-/// AtomicFile); the Writer is then unusable.
-using Sink = std::function<void(std::span<const std::uint8_t>)>;
+namespace maploc::zip {
 
 /// Layout choices.
 struct WriterOptions {
@@ -37,7 +35,7 @@ struct WriterOptions {
 class Writer {
  public:
   /// Raises kInvalidArgument when the alignment is not a power of two in 1..65536.
-  explicit Writer(Sink sink, WriterOptions options = {});
+  explicit Writer(ByteSink sink, WriterOptions options = {});
 
   /// Starts a record of exactly `size` bytes named `name` (full name, e.g. "archive/data/0").
   void begin(std::string name, std::uint64_t size);
@@ -65,7 +63,7 @@ class Writer {
   void emit(std::span<const std::uint8_t> bytes);
   void emit(const std::vector<std::uint8_t>& bytes) { emit(std::span<const std::uint8_t>(bytes)); }
 
-  Sink sink_;
+  ByteSink sink_;
   WriterOptions options_;
   std::vector<Entry> entries_;
   std::uint64_t offset_ = 0;

@@ -1,16 +1,15 @@
-// deferred.h - Archive::from_file in two steps (internal): a reader starts on
-// a few records while another thread reads the local headers of the rest.
-// Opening a 30,000-tensor checkpoint spent a fifth of its time in page faults
-// on local headers; the torch reader overlaps them with running data.pkl.
+// deferred.h - Archive::from_file in two steps (zip's internal interface, used by
+// torch's reader): the central directory and a few records now, the local
+// headers of the rest on another thread while the caller reads those few.
 #pragma once
 
 #include <cstdint>
-#include <span>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
-#include "directory.h"
 #include "maploc/zip/archive.h"
 
 namespace maploc::zip {
@@ -23,6 +22,9 @@ class DeferredLocate {
   /// has data_offset 0 until run() has returned.
   DeferredLocate(MappedFile file, const Limits& limits, std::span<const std::string_view> early,
                  std::optional<Archive>& archive);
+  ~DeferredLocate();
+  DeferredLocate(DeferredLocate&&) noexcept;
+  DeferredLocate& operator=(DeferredLocate&&) noexcept;
 
   /// Locates the other records and checks overlaps: what from_file does on
   /// open, with the same errors. May run on another thread while the caller
@@ -32,7 +34,7 @@ class DeferredLocate {
 
  private:
   Archive* archive_;
-  DirectoryEnd end_;
+  std::unique_ptr<DirectoryEnd> end_;
   std::vector<std::uint32_t> early_;
 };
 

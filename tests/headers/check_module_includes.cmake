@@ -1,0 +1,103 @@
+# check_module_includes.cmake - cmake -P: fails when an #include in src/ or include/ crosses a module arrow.
+#
+#   cmake -DROOT=<repository> -P check_module_includes.cmake
+#
+# The arrows (docs/house-style.md): support <- zip, pickle <- torch <- remap <- capi; cli uses all.
+# A file of module M may include
+#   - "maploc/<X>/..." (public) and "<X>/..." (X's internal interface, src/<X>/internal/<X>/)
+#     only where X is M or below M;
+#   - a plain "name.h" only from its own module's private directory src/<M>/ (a source file) or
+#     next to it (an internal header including its neighbour);
+#   - never a path with "..".
+# Public headers (include/) include only public headers. Header files at the top of
+# include/maploc/ belong to support, except maploc_c.h (capi) and the umbrella maploc.h.
+cmake_minimum_required(VERSION 3.25)
+set(modules support zip pickle torch remap capi cli)
+set(below_support "")
+set(below_zip support)
+set(below_pickle support)
+set(below_torch support zip pickle)
+set(below_remap support zip pickle torch)
+set(below_capi support zip pickle torch remap)
+set(below_cli support zip pickle torch remap capi)
+
+set(violations "")
+macro(violation file line why)
+  file(RELATIVE_PATH rel ${ROOT} ${file})
+  list(APPEND violations "${rel}: #include \"${line}\": ${why}")
+endmacro()
+
+function(owner_of_public name out)  # name: the part after "maploc/"
+  if(name MATCHES "^([a-z]+)/")
+    set(${out} ${CMAKE_MATCH_1} PARENT_SCOPE)
+  elseif(name STREQUAL "maploc_c.h")
+    set(${out} capi PARENT_SCOPE)
+  elseif(name STREQUAL "maploc.h")
+    set(${out} capi PARENT_SCOPE)  # the umbrella includes everything, the C API's header among it
+  else()
+    set(${out} support PARENT_SCOPE)
+  endif()
+endfunction()
+
+file(GLOB_RECURSE files LIST_DIRECTORIES false ${ROOT}/src/*.h ${ROOT}/src/*.cpp ${ROOT}/src/*.c ${ROOT}/src/*.inc
+     ${ROOT}/include/*.h)
+set(checked 0)
+foreach(file ${files})
+  file(RELATIVE_PATH rel ${ROOT} ${file})
+  get_filename_component(dir ${file} DIRECTORY)
+  if(rel MATCHES "^src/([a-z]+)/")
+    set(module ${CMAKE_MATCH_1})
+    set(public FALSE)
+  elseif(rel MATCHES "^include/maploc/(.*)$")
+    owner_of_public("${CMAKE_MATCH_1}" module)
+    set(public TRUE)
+  else()
+    continue()
+  endif()
+  if(NOT module IN_LIST modules)
+    list(APPEND violations "${rel}: not in any module (${modules})")
+    continue()
+  endif()
+  set(allowed ${module} ${below_${module}})
+  if(rel STREQUAL "include/maploc/maploc.h")
+    set(allowed ${modules})
+  endif()
+  file(STRINGS ${file} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  foreach(line ${lines})
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]*)\".*$" "\\1" inc "${line}")
+    math(EXPR checked "${checked} + 1")
+    if(inc MATCHES "(^|/)\\.\\.(/|$)")
+      violation(${file} ${inc} "a relative path out of the directory, include through the module's interface")
+    elseif(inc MATCHES "^maploc/(.*)$")
+      owner_of_public("${CMAKE_MATCH_1}" owner)
+      if(NOT owner IN_LIST allowed)
+        violation(${file} ${inc} "${module} may not use ${owner} (arrows: ${module} -> ${below_${module}})")
+      endif()
+    elseif(inc MATCHES "^([a-z]+)/")
+      set(owner ${CMAKE_MATCH_1})
+      if(public)
+        violation(${file} ${inc} "a public header includes an internal one, which would not compile once installed")
+      elseif(NOT owner IN_LIST modules OR NOT EXISTS ${ROOT}/src/${owner}/internal/${inc})
+        violation(${file} ${inc} "not in any module's internal interface (src/<module>/internal/<module>/)")
+      elseif(NOT owner IN_LIST allowed)
+        violation(${file} ${inc} "${module} may not use ${owner} (arrows: ${module} -> ${below_${module}})")
+      endif()
+    else()
+      if(public)
+        violation(${file} ${inc} "a public header includes a private one")
+      elseif(NOT EXISTS ${dir}/${inc} AND NOT EXISTS ${ROOT}/src/${module}/${inc})
+        violation(${file} ${inc} "not a private header of ${module} (src/${module}/)")
+      elseif(rel MATCHES "^src/[a-z]+/internal/" AND NOT EXISTS ${dir}/${inc})
+        violation(${file} ${inc} "an internal-interface header includes a private one, unreachable downstream")
+      endif()
+    endif()
+  endforeach()
+endforeach()
+
+list(LENGTH files nfiles)
+list(LENGTH violations nviolations)
+if(nviolations GREATER 0)
+  string(REPLACE ";" "\n  " text "${violations}")
+  message(FATAL_ERROR "${nviolations} include(s) cross a module arrow:\n  ${text}")
+endif()
+message(STATUS "${checked} includes in ${nfiles} files follow the module arrows")

@@ -1,0 +1,2 @@
+// crosses: zip may not use torch
+#include "maploc/torch/checkpoint.h"
