@@ -60,7 +60,4 @@ void read_dcp(Checkpoint::State& state, const std::filesystem::path& dir,
 /// when chunks are missing, overlap, or disagree with the metadata).
 Bytes assemble_dcp(const DcpLayout& layout, const Storage& storage, std::size_t index);
 
-/// The DCP classes .metadata may name (module, name); any other global is listed as unknown.
-bool dcp_allowed_global(std::string_view module, std::string_view name) noexcept;
-
 }  // namespace maploc::torch

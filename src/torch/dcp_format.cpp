@@ -9,6 +9,7 @@
 #include "support/flat_index.h"
 #include "support/seeded_hash.h"
 #include "dcp.h"
+#include "globals.h"
 #include "state.h"
 
 namespace maploc::torch {
@@ -206,18 +207,6 @@ void add_tensor(Checkpoint::State& st, DcpLayout& layout, const std::string& fqn
 
 }  // namespace
 
-bool dcp_allowed_global(std::string_view module, std::string_view name) noexcept {
-  static constexpr std::string_view kMetadataClasses[] = {
-      "Metadata", "MetadataIndex", "TensorStorageMetadata", "ChunkStorageMetadata", "TensorProperties",
-      "BytesStorageMetadata", "_MEM_FORMAT_ENCODING", "StorageMeta"};
-  if (module == kMetadataModule) {
-    return std::find(std::begin(kMetadataClasses), std::end(kMetadataClasses), name) != std::end(kMetadataClasses);
-  }
-  if (module == kFilesystemModule) return name == "_StorageInfo";
-  if (module == "torch") return name == "Size" || dtype_from_name(name).has_value();
-  return module == "torch.serialization" && name == "_get_layout";
-}
-
 std::vector<fs::path> dcp_metadata_files(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir / ".metadata", ec)) return {dir / ".metadata"};
@@ -269,11 +258,7 @@ void read_dcp(Checkpoint::State& st, const fs::path& dir, const std::vector<fs::
     else layout->metadata_files.push_back(std::move(file));  // its tree refers to its bytes
     const pickle::Result& result = st.results.back();
     st.protocol = result.protocol();
-    for (const Value& g : result.globals()) {
-      if (!dcp_allowed_global(g.global_module(), g.global_name())) {
-        st.unknown_globals.push_back(std::string(g.global_module()) + "." + std::string(g.global_name()));
-      }
-    }
+    for (std::string& g : globals_not_allowed(result, kDcp)) st.unknown_globals.push_back(std::move(g));
     const Value* md = state_of(result.root(), kMetadataModule, "Metadata");
     if (md == nullptr || !md->is(Kind::kDict)) {
       bad("'" + meta_path.filename().string() +

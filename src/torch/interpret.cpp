@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "support/huge_chunks.h"
+#include "globals.h"
 #include "interpreter.h"
 #include "storage_table.h"
 
@@ -12,31 +13,6 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
-
-// Containers whose REDUCE args hold the items (Counter(dict), set(list), defaultdict(factory)).
-bool is_container_call(const Value& c) {
-  return c.is_global("collections", "OrderedDict") || c.is_global("collections", "defaultdict") ||
-         c.is_global("collections", "Counter") || c.is_global("builtins", "set") ||
-         c.is_global("builtins", "frozenset") || c.is_global("builtins", "list") ||
-         c.is_global("builtins", "dict") || c.is_global("builtins", "tuple");
-}
-
-// TorchScript helpers that return (a typed view of) their first argument (§3.3).
-bool is_passthrough_call(const Value& c) {
-  if (!c.is(Kind::kGlobal) || c.global_module() != "torch.jit._pickle") return false;
-  const auto n = c.global_name();
-  return n == "restore_type_tag" || n == "build_tensorlist" || n == "build_intlist" || n == "build_doublelist" ||
-         n == "build_boollist" || n == "build_list";
-}
-
-// Calls whose result holds no tensors: torch.Size, torch.device, layouts,
-// numpy arrays/scalars/dtypes (inline bytes), pathlib paths, complex, slice.
-bool is_leaf_call(const Value& c) {
-  if (!c.is(Kind::kGlobal)) return false;
-  const auto module = c.global_module();
-  return module == "torch" || module == "torch.serialization" || module == "numpy" ||
-         module.substr(0, 6) == "numpy." || module == "pathlib" || module == "builtins" || module == "_codecs";
-}
 
 // The items of a dict or of an OrderedDict call node.
 std::vector<pickle::DictItem> dict_items(const Value& v) {
@@ -193,23 +169,30 @@ void Interpreter::mark_tensor_free(const void* node) {
 void Interpreter::walk_object(const Value& v, const std::string& name, std::size_t depth) {
   if (try_tensor(v, name, depth)) return;
   const Value& callable = v.callable();
-  if (is_passthrough_call(callable)) {
-    if (v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
-    return;
+  switch (global_entry(callable).use) {
+    case GlobalUse::kPassthrough:
+      if (v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
+      return;
+    case GlobalUse::kContainer: {
+      // Items arrive either as the call's argument (Counter({...}), set([...]))
+      // or through SETITEMS/APPENDS on the result (OrderedDict, defaultdict).
+      const bool args_hold_items = !callable.is_global("collections", "defaultdict");
+      if (args_hold_items && v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
+      for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
+      const auto appended = v.appended();
+      for (std::size_t i = 0; i < appended.size(); ++i) walk(appended[i], join_name(name, std::to_string(i)), depth + 1);
+      // OrderedDict's BUILD state is the state_dict's `_metadata` attribute
+      // (module versions): not part of the names torch's state_dict gives.
+      return;
+    }
+    case GlobalUse::kLeaf:
+    case GlobalUse::kTensorClass:  // a tensor class with no BUILD state (try_tensor took those): nothing in it
+      return;
+    case GlobalUse::kRebuild:      // a rebuild form try_tensor did not take (no tensor found): walk it inertly
+    case GlobalUse::kDcpMetadata:
+    case GlobalUse::kNone:
+      break;
   }
-  if (is_container_call(callable)) {
-    // Items arrive either as the call's argument (Counter({...}), set([...]))
-    // or through SETITEMS/APPENDS on the result (OrderedDict, defaultdict).
-    const bool args_hold_items = !callable.is_global("collections", "defaultdict");
-    if (args_hold_items && v.args().is(Kind::kTuple) && v.args().size() >= 1) walk(v.args()[0], name, depth + 1);
-    for (const auto& item : v.set_items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
-    const auto appended = v.appended();
-    for (std::size_t i = 0; i < appended.size(); ++i) walk(appended[i], join_name(name, std::to_string(i)), depth + 1);
-    // OrderedDict's BUILD state is the state_dict's `_metadata` attribute
-    // (module versions): not part of the names torch's state_dict gives.
-    return;
-  }
-  if (is_leaf_call(callable)) return;
   // A whole nn.Module: named by its state_dict() keys, not by attributes.
   if (!v.build_states().empty() && module_state(v.build_states().back())) {
     walk_module(v.build_states().back(), name, depth + 1);

@@ -34,7 +34,7 @@ class Interpreter {
   // rebuild.cpp: tensors.
   /// Whether v is (or wraps) a tensor torch would rebuild; then adds it.
   std::optional<std::size_t> try_tensor(const pickle::Value& v, const std::string& name, std::size_t depth);
-  /// callable(*args) for a rebuild function; nullopt if callable is none.
+  /// callable(*args) for a rebuild function (globals.h); nullopt if callable is none.
   std::optional<std::size_t> rebuild(const pickle::Value& callable, const pickle::Value& args,
                                      const std::string& name, std::size_t depth);
   /// The tensor a value must be (a rebuild argument); kTorchBadTensor otherwise.
@@ -42,6 +42,14 @@ class Interpreter {
   std::size_t strided(const pickle::Value& storage, const pickle::Value& offset, const pickle::Value& size,
                       const pickle::Value& stride, std::optional<DType> dtype, const std::string& name);
   std::size_t storage_object(const pickle::Value& v, const std::string& name);
+  std::size_t tensor_v2(const pickle::Value& args, bool v3, const std::string& name);
+  std::optional<std::size_t> from_type(const pickle::Value& args, const std::string& name, std::size_t depth);
+  std::size_t nested(const pickle::Value& args, const std::string& name, std::size_t depth);
+  std::size_t meta(const pickle::Value& args, const std::string& name);
+  std::size_t wrapper_subclass(const pickle::Value& args, const std::string& name);
+  std::size_t device_tensor(const pickle::Value& args, bool from_cpu, const std::string& name, std::size_t depth);
+  void set_grad(std::size_t tensor, const pickle::Value& requires_grad);
+  DType dtype_argument(const pickle::Value& v, const std::string& name) const;
   std::size_t sparse(const pickle::Value& args, const std::string& name, std::size_t depth);
   std::size_t qtensor(const pickle::Value& args, const std::string& name, std::size_t depth);
   std::size_t old_style(const pickle::Value& state, const std::string& name, std::size_t depth);

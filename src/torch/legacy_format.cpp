@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "support/little_endian.h"
+#include "globals.h"
 #include "state.h"
 #include "storage_table.h"
 
@@ -47,7 +48,7 @@ void read_legacy(Checkpoint::State& st) {
   po.persistent_load = nullptr;
   st.protocol = object.protocol();
   st.root = object.root();
-  st.unknown_globals = unknown_globals_of(object);
+  st.unknown_globals = globals_not_allowed(object, kWeightsOnly);
   po.start_offset = object.end_offset();
 
   pickle::Result keys = pickle::run(bytes, po);

@@ -1,6 +1,7 @@
 // rebuild.cpp - torch's rebuild functions as data: every tensor form a checkpoint can hold (§4.6).
 #include <string_view>
 
+#include "globals.h"
 #include "interpreter.h"
 #include "storage_table.h"
 
@@ -10,26 +11,6 @@ namespace {
 using pickle::Kind;
 using pickle::Value;
 
-
-// torch._utils and, for _rebuild_from_type_v2, torch._tensor (torch.tensor
-// before PR #51633, which load_module_mapping renames).
-std::string_view rebuild_name(const Value& c) {
-  if (!c.is(Kind::kGlobal)) return {};
-  const auto m = c.global_module();
-  if (m == "torch._utils" || m == "torch._tensor" || m == "torch.tensor") return c.global_name();
-  return {};
-}
-
-// A legacy tensor class: torch.Tensor, torch.FloatTensor, torch.cuda.HalfTensor, ...
-bool is_tensor_class(const Value& c) {
-  if (!c.is(Kind::kGlobal)) return false;
-  const auto m = c.global_module();
-  const auto n = c.global_name();
-  return (m == "torch" || m == "torch.cuda" || m == "torch.sparse") && n.size() >= 6 &&
-         n.substr(n.size() - 6) == "Tensor";
-}
-
-const Value& arg(const Value& args, std::size_t i) { return args[i]; }
 
 std::string device_text(const Value& v) {
   if (auto t = text_of(v); t && !v.is(Kind::kInt)) return *t;
@@ -163,7 +144,9 @@ std::optional<std::size_t> Interpreter::try_tensor(const Value& v, const std::st
   const Value& callable = v.callable();
   if (auto idx = rebuild(callable, v.args(), name, depth)) return idx;
   // The oldest form: torch.FloatTensor() then BUILD with set_'s arguments.
-  if (is_tensor_class(callable) && !v.build_states().empty()) return old_style(v.build_states().back(), name, depth);
+  if (global_entry(callable).use == GlobalUse::kTensorClass && !v.build_states().empty()) {
+    return old_style(v.build_states().back(), name, depth);
+  }
   return std::nullopt;
 }
 
@@ -180,145 +163,156 @@ std::size_t Interpreter::old_style(const Value& state, const std::string& name, 
 
 std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Value& args, const std::string& name,
                                                 std::size_t depth) {
-  const std::string_view fn = rebuild_name(callable);
-  if (fn.empty() || fn.substr(0, 8) != "_rebuild") return std::nullopt;
-  if (!args.is(Kind::kTuple)) bad(name, std::string(fn) + " arguments are not a tuple");
+  const GlobalEntry& g = global_entry(callable);
+  if (g.use != GlobalUse::kRebuild) return std::nullopt;  // another torch._utils helper: not a tensor
+  const std::string fn(callable.global_name());
+  if (!args.is(Kind::kTuple)) bad(name, fn + " arguments are not a tuple");
   const std::size_t n = args.size();
-  auto need = [&](std::size_t lo, std::size_t hi) {
-    if (n < lo || n > hi) {
-      bad(name, std::string(fn) + " takes " + std::to_string(lo) + (lo == hi ? "" : "-" + std::to_string(hi)) +
-                    " arguments, got " + std::to_string(n));
+  if (n < g.min_args || n > g.max_args) {
+    bad(name, fn + " takes " + std::to_string(g.min_args) +
+                  (g.min_args == g.max_args ? "" : "-" + std::to_string(g.max_args)) + " arguments, got " +
+                  std::to_string(n));
+  }
+  switch (g.rebuild) {
+    case RebuildForm::kTensor: return strided(args[0], args[1], args[2], args[3], std::nullopt, name);
+    case RebuildForm::kTensorV2:
+    case RebuildForm::kTensorV3: return tensor_v2(args, g.rebuild == RebuildForm::kTensorV3, name);
+    case RebuildForm::kParameter: {
+      const auto idx = require_tensor(args[0], name, depth + 1);
+      state_.tensors[idx].parameter = true;
+      set_grad(idx, args[1]);
+      return idx;
     }
-  };
-  auto apply_metadata = [&](std::size_t idx, const Value& md) {
-    if (!md.is(Kind::kDict)) return;
+    case RebuildForm::kFromType: return from_type(args, name, depth);
+    case RebuildForm::kQuantized: return qtensor(args, name, depth);
+    case RebuildForm::kSparse: return sparse(args, name, depth);
+    case RebuildForm::kNested: return nested(args, name, depth);
+    case RebuildForm::kMeta: return meta(args, name);
+    case RebuildForm::kWrapperSubclass: return wrapper_subclass(args, name);
+    case RebuildForm::kDeviceFromCpu:
+    case RebuildForm::kDeviceFromNumpy:
+      return device_tensor(args, g.rebuild == RebuildForm::kDeviceFromCpu, name, depth);
+    case RebuildForm::kNone: break;
+  }
+  return std::nullopt;
+}
+
+void Interpreter::set_grad(std::size_t idx, const Value& requires_grad) {
+  if (requires_grad.is(Kind::kBool)) state_.tensors[idx].requires_grad = requires_grad.as_bool();
+}
+
+DType Interpreter::dtype_argument(const Value& v, const std::string& name) const {
+  const auto dtype = dtype_of(v);
+  if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(v), name);
+  return *dtype;
+}
+
+// _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, metadata]);
+// v3 puts the dtype before the metadata.
+std::size_t Interpreter::tensor_v2(const Value& args, bool v3, const std::string& name) {
+  const std::optional<DType> dtype = v3 ? std::optional<DType>(dtype_argument(args[6], name)) : std::nullopt;
+  const auto idx = strided(args[0], args[1], args[2], args[3], dtype, name);
+  set_grad(idx, args[4]);
+  const std::size_t metadata_at = v3 ? 7 : 6;
+  if (args.size() > metadata_at && args[metadata_at].is(Kind::kDict)) {
+    const Value& md = args[metadata_at];
     if (const Value* c = md.find("conj"); c && c->is(Kind::kBool)) state_.tensors[idx].conj = c->as_bool();
     if (const Value* g = md.find("neg"); g && g->is(Kind::kBool)) state_.tensors[idx].neg = g->as_bool();
-  };
-  auto set_grad = [&](std::size_t idx, const Value& rg) {
-    if (rg.is(Kind::kBool)) state_.tensors[idx].requires_grad = rg.as_bool();
-  };
+  }
+  return idx;
+}
 
-  if (fn == "_rebuild_tensor") {
-    need(4, 4);
-    return strided(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3), std::nullopt, name);
-  }
-  if (fn == "_rebuild_tensor_v2") {
-    need(6, 7);
-    const auto idx = strided(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3), std::nullopt, name);
-    set_grad(idx, arg(args, 4));
-    if (n == 7) apply_metadata(idx, arg(args, 6));
-    return idx;
-  }
-  if (fn == "_rebuild_tensor_v3") {
-    need(7, 8);
-    const auto dtype = dtype_of(arg(args, 6));
-    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 6)), name);
-    const auto idx = strided(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3), dtype, name);
-    set_grad(idx, arg(args, 4));
-    if (n == 8) apply_metadata(idx, arg(args, 7));
-    return idx;
-  }
-  if (fn == "_rebuild_parameter" || fn == "_rebuild_parameter_with_state") {
-    need(3, 4);
-    const auto idx = require_tensor(arg(args, 0), name, depth + 1);
-    state_.tensors[idx].parameter = true;
-    set_grad(idx, arg(args, 1));
-    return idx;
-  }
-  if (fn == "_rebuild_from_type_v2" || fn == "_rebuild_from_type") {
-    need(3, 4);
-    const Value& inner = arg(args, 2);
-    auto idx = rebuild(arg(args, 0), inner, name, depth + 1);
-    if (!idx) {
-      if (is_tensor_class(arg(args, 0)) || !arg(args, 0).is(Kind::kGlobal)) return std::nullopt;
-      // func is e.g. Tensor._make_subclass: look for the tensor in its arguments.
-      if (!inner.is(Kind::kTuple)) return std::nullopt;
-      for (const auto& a : inner.elements()) {
-        if (auto t = try_tensor(a, name, depth + 1)) { idx = t; break; }
+// _rebuild_from_type_v2(func, type, args, dict): func(*args) as `type`.
+std::optional<std::size_t> Interpreter::from_type(const Value& args, const std::string& name, std::size_t depth) {
+  const Value& func = args[0];
+  const Value& inner = args[2];
+  auto idx = rebuild(func, inner, name, depth + 1);
+  if (!idx) {
+    if (global_entry(func).use == GlobalUse::kTensorClass || !func.is(Kind::kGlobal)) return std::nullopt;
+    // func is e.g. Tensor._make_subclass: look for the tensor in its arguments.
+    if (!inner.is(Kind::kTuple)) return std::nullopt;
+    for (const auto& a : inner.elements()) {
+      if (auto t = try_tensor(a, name, depth + 1)) {
+        idx = t;
+        break;
       }
-      if (!idx) return std::nullopt;
     }
-    const Value& type = arg(args, 1);
-    if (type.is_global("torch.nn.parameter", "Parameter")) {
-      state_.tensors[*idx].parameter = true;
-    } else if (!type.is_global("torch", "Tensor") && !type.is_global("torch._tensor", "Tensor")) {
-      state_.tensors[*idx].subclass = global_path(type);
-    }
-    return idx;
+    if (!idx) return std::nullopt;
   }
-  if (fn == "_rebuild_qtensor") return qtensor(args, name, depth);
-  if (fn == "_rebuild_sparse_tensor" || fn == "_rebuild_sparse_csr_tensor") return sparse(args, name, depth);
-  if (fn == "_rebuild_nested_tensor") {
-    need(4, 4);
-    Tensor t;
-    t.name = name;
-    t.kind = TensorKind::kNested;
-    const auto idx = push(std::move(t));
-    static constexpr std::string_view kRoles[] = {"buffer", "sizes", "strides", "storage_offsets"};
-    for (std::size_t i = 0; i < 4; ++i) add_component(idx, std::string(kRoles[i]), arg(args, i), name, depth);
-    state_.tensors[idx].dtype = state_.tensors[state_.tensors[idx].components[0].tensor].dtype;
-    return idx;
+  const Value& type = args[1];
+  if (type.is_global("torch.nn.parameter", "Parameter")) {
+    state_.tensors[*idx].parameter = true;
+  } else if (!type.is_global("torch", "Tensor") && !type.is_global("torch._tensor", "Tensor")) {
+    state_.tensors[*idx].subclass = global_path(type);
   }
-  if (fn == "_rebuild_meta_tensor_no_storage") {
-    need(4, 4);
-    Tensor t;
-    t.name = name;
-    t.kind = TensorKind::kMeta;
-    t.device = "meta";
-    const auto dtype = dtype_of(arg(args, 0));
-    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 0)), name);
-    t.dtype = *dtype;
-    if (!int_list(arg(args, 1), t.shape, state_.options.limits.torch_max_rank) || !int_list(arg(args, 2), t.stride, state_.options.limits.torch_max_rank)) bad(name, "size/stride are not int tuples");
-    const auto idx = push(std::move(t));
-    set_grad(idx, arg(args, 3));
-    return idx;
+  return idx;
+}
+
+std::size_t Interpreter::nested(const Value& args, const std::string& name, std::size_t depth) {
+  Tensor t;
+  t.name = name;
+  t.kind = TensorKind::kNested;
+  const auto idx = push(std::move(t));
+  static constexpr std::string_view kRoles[] = {"buffer", "sizes", "strides", "storage_offsets"};
+  for (std::size_t i = 0; i < 4; ++i) add_component(idx, std::string(kRoles[i]), args[i], name, depth);
+  state_.tensors[idx].dtype = state_.tensors[state_.tensors[idx].components[0].tensor].dtype;
+  return idx;
+}
+
+std::size_t Interpreter::meta(const Value& args, const std::string& name) {
+  Tensor t;
+  t.name = name;
+  t.kind = TensorKind::kMeta;
+  t.device = "meta";
+  t.dtype = dtype_argument(args[0], name);
+  const std::uint64_t max_rank = state_.options.limits.torch_max_rank;
+  if (!int_list(args[1], t.shape, max_rank) || !int_list(args[2], t.stride, max_rank)) {
+    bad(name, "size/stride are not int tuples");
   }
-  if (fn == "_rebuild_wrapper_subclass") {
-    need(8, 8);
-    Tensor t;
-    t.name = name;
-    t.kind = TensorKind::kWrapperSubclass;
-    t.subclass = global_path(arg(args, 0));
-    const auto dtype = dtype_of(arg(args, 1));
-    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 1)), name);
-    t.dtype = *dtype;
-    if (!int_list(arg(args, 2), t.shape, state_.options.limits.torch_max_rank) || !int_list(arg(args, 3), t.stride, state_.options.limits.torch_max_rank) || !int_of(arg(args, 4), t.storage_offset)) {
-      bad(name, "size/stride/storage_offset are not ints");
-    }
-    t.device = device_text(arg(args, 6));
-    const auto idx = push(std::move(t));
-    set_grad(idx, arg(args, 7));
-    return idx;
+  const auto idx = push(std::move(t));
+  set_grad(idx, args[3]);
+  return idx;
+}
+
+std::size_t Interpreter::wrapper_subclass(const Value& args, const std::string& name) {
+  Tensor t;
+  t.name = name;
+  t.kind = TensorKind::kWrapperSubclass;
+  t.subclass = global_path(args[0]);
+  t.dtype = dtype_argument(args[1], name);
+  const std::uint64_t max_rank = state_.options.limits.torch_max_rank;
+  if (!int_list(args[2], t.shape, max_rank) || !int_list(args[3], t.stride, max_rank) ||
+      !int_of(args[4], t.storage_offset)) {
+    bad(name, "size/stride/storage_offset are not ints");
   }
-  if (fn == "_rebuild_device_tensor_from_cpu_tensor" || fn == "_rebuild_device_tensor_from_numpy" ||
-      fn == "_rebuild_xla_tensor") {
-    need(4, 4);
-    Tensor t;
-    t.name = name;
-    t.kind = TensorKind::kDeviceFromCpu;
-    const auto dtype = dtype_of(arg(args, 1));
-    if (!dtype) fail(ErrorCode::kTorchUnknownDType, "tensor '" + name + "': unknown dtype " + global_path(arg(args, 1)), name);
-    t.dtype = *dtype;
-    t.device = device_text(arg(args, 2));
-    const auto idx = push(std::move(t));
-    set_grad(idx, arg(args, 3));
-    if (fn == "_rebuild_device_tensor_from_cpu_tensor") {
-      add_component(idx, "data", arg(args, 0), name, depth);
-      state_.tensors[idx].shape = state_.tensors[state_.tensors[idx].components[0].tensor].shape;
-    } else if (const Value& nd = arg(args, 0); (nd.is(Kind::kReduce) || nd.is(Kind::kObject)) &&
-                                               !nd.build_states().empty()) {
-      // numpy ndarray BUILD state (version, shape, dtype, is_fortran, raw bytes).
-      const Value& st = nd.build_states().back();
-      if (st.is(Kind::kTuple) && st.size() >= 2) int_list(st[1], state_.tensors[idx].shape, state_.options.limits.torch_max_rank);
-    }
-    return idx;
+  t.device = device_text(args[6]);
+  const auto idx = push(std::move(t));
+  set_grad(idx, args[7]);
+  return idx;
+}
+
+// _rebuild_device_tensor_from_cpu_tensor(data, dtype, device, requires_grad), and the numpy
+// (and XLA) forms whose data is an ndarray.
+std::size_t Interpreter::device_tensor(const Value& args, bool from_cpu, const std::string& name, std::size_t depth) {
+  Tensor t;
+  t.name = name;
+  t.kind = TensorKind::kDeviceFromCpu;
+  t.dtype = dtype_argument(args[1], name);
+  t.device = device_text(args[2]);
+  const auto idx = push(std::move(t));
+  set_grad(idx, args[3]);
+  if (from_cpu) {
+    add_component(idx, "data", args[0], name, depth);
+    state_.tensors[idx].shape = state_.tensors[state_.tensors[idx].components[0].tensor].shape;
+  } else if (const Value& nd = args[0]; (nd.is(Kind::kReduce) || nd.is(Kind::kObject)) && !nd.build_states().empty()) {
+    // numpy ndarray BUILD state (version, shape, dtype, is_fortran, raw bytes).
+    const Value& st = nd.build_states().back();
+    if (st.is(Kind::kTuple) && st.size() >= 2) int_list(st[1], state_.tensors[idx].shape, state_.options.limits.torch_max_rank);
   }
-  return std::nullopt;  // another torch._utils helper: not a tensor
+  return idx;
 }
 
 std::size_t Interpreter::qtensor(const Value& args, const std::string& name, std::size_t depth) {
-  if (args.size() != 7) bad(name, "_rebuild_qtensor takes 7 arguments, got " + std::to_string(args.size()));
   const auto idx = strided(args[0], args[1], args[2], args[3], std::nullopt, name);
   state_.tensors[idx].kind = TensorKind::kQuantized;
   if (args[5].is(Kind::kBool)) state_.tensors[idx].requires_grad = args[5].as_bool();
@@ -349,7 +343,6 @@ std::size_t Interpreter::qtensor(const Value& args, const std::string& name, std
 }
 
 std::size_t Interpreter::sparse(const Value& args, const std::string& name, std::size_t depth) {
-  if (args.size() != 2) bad(name, "_rebuild_sparse_tensor takes 2 arguments");
   // layout: torch.serialization._get_layout('torch.sparse_coo') or the bare GLOBAL torch.sparse_coo.
   std::string layout;
   const Value& l = args[0];

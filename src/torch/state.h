@@ -114,8 +114,6 @@ void interpret(Checkpoint::State& state);
 /// Checks record sizes and every tensor against its storage (validate.cpp).
 void validate(Checkpoint::State& state);
 
-/// Fills State::unknown_globals from the GLOBALs of the object pickle (allowlist.cpp).
-std::vector<std::string> unknown_globals_of(const pickle::Result& result);
 
 /// Raises a Stage::kTorch error.
 [[noreturn]] void fail(ErrorCode code, std::string message, std::string item = {},

@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "globals.h"
 #include "state.h"
 #include "storage_table.h"
 
@@ -187,7 +188,7 @@ void read_tar(Checkpoint::State& st) {
   });
   st.protocol = object.protocol();
   st.root = object.root();
-  st.unknown_globals = unknown_globals_of(object);
+  st.unknown_globals = globals_not_allowed(object, kWeightsOnly);
   st.results.push_back(std::move(object));
   st.hints.push_back("tar format (torch 0.1.x)");
 }

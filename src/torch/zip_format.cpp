@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "support/huge_chunks.h"
+#include "globals.h"
 #include "state.h"
 #include "storage_table.h"
 
@@ -185,7 +186,7 @@ void read_zip(Checkpoint::State& st, const std::function<void()>& locate_rest) {
     pickle::Result data = run_pickle(st, "data.pkl", data_table);
     st.protocol = data.protocol();
     st.root = data.root();
-    st.unknown_globals = unknown_globals_of(data);
+    st.unknown_globals = globals_not_allowed(data, kWeightsOnly);
     st.results.push_back(std::move(data));
     if (torchscript) {
       // constants.pkl's ids name records under constants/ (§3.1), keys of their own.
