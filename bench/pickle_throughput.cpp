@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   maploc::pickle::Options options;
   options.stream_name = argv[1];
   options.start_offset = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 0;
-  options.allow_trailing = true;
+  // As torch's readers run it: a zip's data.pkl is the whole record; a legacy file's object
+  // pickle (a start offset) has storages after it.
+  options.allow_trailing = options.start_offset > 0;
   std::uint64_t pids = 0;
   options.persistent_load = [&](const maploc::pickle::Value&, std::uint64_t) -> std::optional<maploc::pickle::Value> {
     return maploc::pickle::Value::external(pids++);
