@@ -76,7 +76,7 @@ std::optional<Value> Machine::mapping(const Value& callable, const Value& args) 
     const Kind k = pairs[i].kind();
     if ((k != Kind::kList && k != Kind::kTuple) || node_as<SeqNode>(pairs[i]).items.size() != 2)
       in_.fail(ErrorCode::kPickleTypeError,
-               std::string(ordered ? "OrderedDict" : "dict") + " argument element #" + n(i) +
+               std::string(ordered ? "OrderedDict" : "dict") + " argument element #" + decimal(i) +
                    " is not a (key, value) pair but a " + std::string(kind_name(k)));
     const auto& kv = node_as<SeqNode>(pairs[i]).items;
     set_item(target, kv[0], kv[1]);

@@ -65,7 +65,7 @@ void Machine::check_depth(const Value& root) {
     c->visit = 1;
     if (path.size() >= limits_.pickle_max_nesting_depth)
       throw Error(ErrorCode::kPickleLimitNesting, Stage::kPickle,
-                  "STOP: the value nests deeper than " + n(limits_.pickle_max_nesting_depth) +
+                  "STOP: the value nests deeper than " + decimal(limits_.pickle_max_nesting_depth) +
                       " (raise Limits::pickle_max_nesting_depth)",
                   result_.end_offset_ - 1, options_.stream_name);
     path.push_back({c, 0});

@@ -179,7 +179,7 @@ void Machine::step(Op op, const detail::RawArg& arg) {
     case Op::MARK:
       if (stack_.size() + marks_.size() >= limits_.pickle_max_stack_depth)
         in_.fail(ErrorCode::kPickleLimitStackDepth,
-                 "stack depth exceeds " + n(limits_.pickle_max_stack_depth) +
+                 "stack depth exceeds " + decimal(limits_.pickle_max_stack_depth) +
                      " (raise Limits::pickle_max_stack_depth)");
       marks_.push_back(stack_.size());
       break;
@@ -275,7 +275,7 @@ void Machine::step(Op op, const detail::RawArg& arg) {
     // ---- framing and protocol ----
     case Op::PROTO:
       if (arg.u > kHighestProtocol)
-        in_.fail(ErrorCode::kPickleBadArgument, "unsupported pickle protocol " + n(arg.u));
+        in_.fail(ErrorCode::kPickleBadArgument, "unsupported pickle protocol " + decimal(arg.u));
       proto_ = static_cast<std::uint8_t>(arg.u);
       break;
     case Op::FRAME: in_.enter_frame(arg.u); break;

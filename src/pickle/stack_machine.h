@@ -36,7 +36,7 @@ using detail::SeqNode;
 
 inline std::string str_of(detail::ByteSpan s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
 inline std::string_view view_of(detail::ByteSpan s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
-inline std::string n(std::uint64_t v) { return std::to_string(v); }
+inline std::string decimal(std::uint64_t v) { return std::to_string(v); }
 
 /// One run over one stream. Every handler reads its argument through the
 /// Reader (bounds and length limits) and checks its stack operands'
@@ -89,12 +89,12 @@ class Machine {
   // The failures of push() and need(), out of line so that both inline into every handler.
   [[noreturn, gnu::cold, gnu::noinline]] void too_deep() const {
     in_.fail(ErrorCode::kPickleLimitStackDepth,
-             "stack depth exceeds " + n(limits_.pickle_max_stack_depth) + " (raise Limits::pickle_max_stack_depth)");
+             "stack depth exceeds " + decimal(limits_.pickle_max_stack_depth) + " (raise Limits::pickle_max_stack_depth)");
   }
 
   [[noreturn, gnu::cold, gnu::noinline]] void underflow(std::size_t count) const {
     in_.fail(ErrorCode::kPickleStackUnderflow,
-             "needs " + n(count) + " stack item(s), " + n(stack_.size() - fence()) +
+             "needs " + decimal(count) + " stack item(s), " + decimal(stack_.size() - fence()) +
                  (marks_.empty() ? " on the stack" : " above the MARK"));
   }
 
@@ -123,7 +123,7 @@ class Machine {
     if (bytes > limits_.pickle_max_total_bytes - allocated_ ||
         allocated_ > limits_.pickle_max_total_bytes)
       in_.fail(ErrorCode::kPickleLimitTotalBytes,
-               "values would take more than " + n(limits_.pickle_max_total_bytes) +
+               "values would take more than " + decimal(limits_.pickle_max_total_bytes) +
                    " bytes (raise Limits::pickle_max_total_bytes)");
     allocated_ += bytes;
   }
@@ -132,8 +132,8 @@ class Machine {
     if (adding > limits_.pickle_max_container_items ||
         have > limits_.pickle_max_container_items - adding)
       in_.fail(ErrorCode::kPickleLimitContainerItems,
-               "container would hold " + n(have) + " + " + n(adding) + " items, more than " +
-                   n(limits_.pickle_max_container_items) +
+               "container would hold " + decimal(have) + " + " + decimal(adding) + " items, more than " +
+                   decimal(limits_.pickle_max_container_items) +
                    " (raise Limits::pickle_max_container_items)");
   }
 
@@ -144,7 +144,7 @@ class Machine {
     if (c->depth < parent.depth) return;
     if (c->depth >= limits_.pickle_max_nesting_depth)
       in_.fail(ErrorCode::kPickleLimitNesting,
-               "values nest deeper than " + n(limits_.pickle_max_nesting_depth) +
+               "values nest deeper than " + decimal(limits_.pickle_max_nesting_depth) +
                    " (raise Limits::pickle_max_nesting_depth)");
     // A node that already sits inside another grew deeper: its ancestors'
     // depths are now lower bounds, and the final walk must look.
@@ -228,7 +228,7 @@ class Machine {
   void memo_put(std::uint64_t index) {
     if (index >= limits_.pickle_max_memo_entries)
       in_.fail(ErrorCode::kPickleLimitMemo,
-               "index " + n(index) + " exceeds memo limit " + n(limits_.pickle_max_memo_entries) +
+               "index " + decimal(index) + " exceeds memo limit " + decimal(limits_.pickle_max_memo_entries) +
                    " (raise Limits::pickle_max_memo_entries)");
     const Value& v = top();
     if (index < dense_.size()) {
@@ -254,7 +254,7 @@ class Machine {
     }
     auto it = sparse_.find(index);
     if (it == sparse_.end())
-      in_.fail(ErrorCode::kPickleMemoMissing, "memo index " + n(index) + " was never stored");
+      in_.fail(ErrorCode::kPickleMemoMissing, "memo index " + decimal(index) + " was never stored");
     push(it->second);
   }
 

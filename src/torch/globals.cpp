@@ -9,94 +9,93 @@
 namespace maploc::torch {
 namespace {
 
-constexpr std::uint8_t W = kWeightsOnly;
-constexpr std::uint8_t D = kDcp;
-using U = GlobalUse;
-using R = RebuildForm;
+using Use = GlobalUse;
+using Form = RebuildForm;
+constexpr std::uint8_t kBoth = kWeightsOnly | kDcp;
 
 constexpr GlobalEntry rebuild(std::string_view module, std::string_view name, RebuildForm form, int lo, int hi,
                               std::uint8_t allowed) {
-  return {module, name, U::kRebuild, form, static_cast<std::uint8_t>(lo), static_cast<std::uint8_t>(hi), allowed};
+  return {module, name, Use::kRebuild, form, static_cast<std::uint8_t>(lo), static_cast<std::uint8_t>(hi), allowed};
 }
 constexpr GlobalEntry row(std::string_view module, std::string_view name, GlobalUse use, std::uint8_t allowed = 0) {
-  return {module, name, use, R::kNone, 0, 0, allowed};
+  return {module, name, use, Form::kNone, 0, 0, allowed};
 }
 
-// Allowed (W): torch/_weights_only_unpickler.py::_get_allowed_globals, its fixed entries and its
+// kWeightsOnly: torch/_weights_only_unpickler.py::_get_allowed_globals, its fixed entries and its
 // families (every dtype, the storage classes of torch._storage_classes, the tensor classes of
-// torch._tensor_classes). Allowed (D): the classes torch.distributed.checkpoint's metadata pickles.
+// torch._tensor_classes). kDcp: the classes torch.distributed.checkpoint's metadata pickles.
 constexpr GlobalEntry kTable[] = {
     // The rebuild functions: each tensor form a checkpoint holds, with the arity torch's takes.
-    rebuild("torch._utils", "_rebuild_tensor", R::kTensor, 4, 4, W),
-    rebuild("torch._utils", "_rebuild_tensor_v2", R::kTensorV2, 6, 7, W),
-    rebuild("torch._utils", "_rebuild_tensor_v3", R::kTensorV3, 7, 8, W),
-    rebuild("torch._utils", "_rebuild_parameter", R::kParameter, 3, 4, W),
-    rebuild("torch._utils", "_rebuild_parameter_with_state", R::kParameter, 3, 4, W),
-    rebuild("torch._utils", "_rebuild_qtensor", R::kQuantized, 7, 7, W),
-    rebuild("torch._utils", "_rebuild_sparse_tensor", R::kSparse, 2, 2, W),
-    rebuild("torch._utils", "_rebuild_sparse_csr_tensor", R::kSparse, 2, 2, 0),
-    rebuild("torch._utils", "_rebuild_nested_tensor", R::kNested, 4, 4, 0),
-    rebuild("torch._utils", "_rebuild_meta_tensor_no_storage", R::kMeta, 4, 4, W),
-    rebuild("torch._utils", "_rebuild_wrapper_subclass", R::kWrapperSubclass, 8, 8, W),
-    rebuild("torch._utils", "_rebuild_device_tensor_from_cpu_tensor", R::kDeviceFromCpu, 4, 4, W),
-    rebuild("torch._utils", "_rebuild_device_tensor_from_numpy", R::kDeviceFromNumpy, 4, 4, W),
-    rebuild("torch._utils", "_rebuild_xla_tensor", R::kDeviceFromNumpy, 4, 4, 0),
-    rebuild("torch._tensor", "_rebuild_from_type_v2", R::kFromType, 3, 4, W),
-    rebuild("torch._tensor", "_rebuild_from_type", R::kFromType, 3, 4, 0),
+    rebuild("torch._utils", "_rebuild_tensor", Form::kTensor, 4, 4, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_tensor_v2", Form::kTensorV2, 6, 7, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_tensor_v3", Form::kTensorV3, 7, 8, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_parameter", Form::kParameter, 3, 4, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_parameter_with_state", Form::kParameter, 3, 4, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_qtensor", Form::kQuantized, 7, 7, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_sparse_tensor", Form::kSparse, 2, 2, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_sparse_csr_tensor", Form::kSparse, 2, 2, 0),
+    rebuild("torch._utils", "_rebuild_nested_tensor", Form::kNested, 4, 4, 0),
+    rebuild("torch._utils", "_rebuild_meta_tensor_no_storage", Form::kMeta, 4, 4, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_wrapper_subclass", Form::kWrapperSubclass, 8, 8, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_device_tensor_from_cpu_tensor", Form::kDeviceFromCpu, 4, 4, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_device_tensor_from_numpy", Form::kDeviceFromNumpy, 4, 4, kWeightsOnly),
+    rebuild("torch._utils", "_rebuild_xla_tensor", Form::kDeviceFromNumpy, 4, 4, 0),
+    rebuild("torch._tensor", "_rebuild_from_type_v2", Form::kFromType, 3, 4, kWeightsOnly),
+    rebuild("torch._tensor", "_rebuild_from_type", Form::kFromType, 3, 4, 0),
     // torch.tensor: torch._tensor's name before PR #51633 (torch's load_module_mapping renames it).
-    rebuild("torch.tensor", "_rebuild_from_type_v2", R::kFromType, 3, 4, 0),
-    rebuild("torch.tensor", "_rebuild_from_type", R::kFromType, 3, 4, 0),
+    rebuild("torch.tensor", "_rebuild_from_type_v2", Form::kFromType, 3, 4, 0),
+    rebuild("torch.tensor", "_rebuild_from_type", Form::kFromType, 3, 4, 0),
 
     // Containers: Counter(dict), set(list), OrderedDict() + SETITEMS, defaultdict(factory) + SETITEMS.
-    row("collections", "OrderedDict", U::kContainer, W),
-    row("collections", "Counter", U::kContainer, W),
-    row("collections", "defaultdict", U::kContainer),
-    row("builtins", "set", U::kContainer, W),
-    row("builtins", "frozenset", U::kContainer),
-    row("builtins", "list", U::kContainer),
-    row("builtins", "dict", U::kContainer),
-    row("builtins", "tuple", U::kContainer),
+    row("collections", "OrderedDict", Use::kContainer, kWeightsOnly),
+    row("collections", "Counter", Use::kContainer, kWeightsOnly),
+    row("collections", "defaultdict", Use::kContainer),
+    row("builtins", "set", Use::kContainer, kWeightsOnly),
+    row("builtins", "frozenset", Use::kContainer),
+    row("builtins", "list", Use::kContainer),
+    row("builtins", "dict", Use::kContainer),
+    row("builtins", "tuple", Use::kContainer),
 
     // Values and calls whose result holds no tensor.
-    row("builtins", "bytearray", U::kLeaf, W),
-    row("builtins", "complex", U::kLeaf, W),
-    row("builtins", "*", U::kLeaf),
-    row("_codecs", "encode", U::kLeaf, W),
-    row("_codecs", "*", U::kLeaf),
-    row("torch", "Size", U::kLeaf, W | D),
-    row("torch", "device", U::kLeaf, W),
-    row("torch", "<dtype>", U::kLeaf, W | D),
-    row("torch", "per_tensor_affine", U::kLeaf, W),
-    row("torch", "per_tensor_symmetric", U::kLeaf, W),
-    row("torch", "per_channel_affine", U::kLeaf, W),
-    row("torch", "per_channel_symmetric", U::kLeaf, W),
-    row("torch", "per_channel_affine_float_qparams", U::kLeaf, W),
-    row("torch", "*", U::kLeaf),
-    row("torch.serialization", "_get_layout", U::kLeaf, W | D),
-    row("torch.serialization", "*", U::kLeaf),
-    row("numpy", "*", U::kLeaf),
-    row("numpy.", "*", U::kLeaf),  // every submodule: numpy.core.multiarray, numpy._core.multiarray, ...
-    row("pathlib", "*", U::kLeaf),
+    row("builtins", "bytearray", Use::kLeaf, kWeightsOnly),
+    row("builtins", "complex", Use::kLeaf, kWeightsOnly),
+    row("builtins", "*", Use::kLeaf),
+    row("_codecs", "encode", Use::kLeaf, kWeightsOnly),
+    row("_codecs", "*", Use::kLeaf),
+    row("torch", "Size", Use::kLeaf, kBoth),
+    row("torch", "device", Use::kLeaf, kWeightsOnly),
+    row("torch", "<dtype>", Use::kLeaf, kBoth),
+    row("torch", "per_tensor_affine", Use::kLeaf, kWeightsOnly),
+    row("torch", "per_tensor_symmetric", Use::kLeaf, kWeightsOnly),
+    row("torch", "per_channel_affine", Use::kLeaf, kWeightsOnly),
+    row("torch", "per_channel_symmetric", Use::kLeaf, kWeightsOnly),
+    row("torch", "per_channel_affine_float_qparams", Use::kLeaf, kWeightsOnly),
+    row("torch", "*", Use::kLeaf),
+    row("torch.serialization", "_get_layout", Use::kLeaf, kBoth),
+    row("torch.serialization", "*", Use::kLeaf),
+    row("numpy", "*", Use::kLeaf),
+    row("numpy.", "*", Use::kLeaf),  // every submodule: numpy.core.multiarray, numpy._core.multiarray, ...
+    row("pathlib", "*", Use::kLeaf),
 
     // Storage classes (torch._storage_classes): values, named by a storage's persistent id.
-    row("torch", "DoubleStorage", U::kLeaf, W), row("torch", "FloatStorage", U::kLeaf, W),
-    row("torch", "HalfStorage", U::kLeaf, W), row("torch", "BFloat16Storage", U::kLeaf, W),
-    row("torch", "LongStorage", U::kLeaf, W), row("torch", "IntStorage", U::kLeaf, W),
-    row("torch", "ShortStorage", U::kLeaf, W), row("torch", "CharStorage", U::kLeaf, W),
-    row("torch", "ByteStorage", U::kLeaf, W), row("torch", "BoolStorage", U::kLeaf, W),
-    row("torch", "ComplexDoubleStorage", U::kLeaf, W), row("torch", "ComplexFloatStorage", U::kLeaf, W),
-    row("torch", "QInt8Storage", U::kLeaf, W), row("torch", "QUInt8Storage", U::kLeaf, W),
-    row("torch", "QInt32Storage", U::kLeaf, W), row("torch", "QUInt4x2Storage", U::kLeaf, W),
-    row("torch", "QUInt2x4Storage", U::kLeaf, W),
-    row("torch.storage", "TypedStorage", U::kNone, W),
-    row("torch.storage", "UntypedStorage", U::kNone, W),
-    row("torch.nn.parameter", "Parameter", U::kNone, W),
+    row("torch", "DoubleStorage", Use::kLeaf, kWeightsOnly), row("torch", "FloatStorage", Use::kLeaf, kWeightsOnly),
+    row("torch", "HalfStorage", Use::kLeaf, kWeightsOnly), row("torch", "BFloat16Storage", Use::kLeaf, kWeightsOnly),
+    row("torch", "LongStorage", Use::kLeaf, kWeightsOnly), row("torch", "IntStorage", Use::kLeaf, kWeightsOnly),
+    row("torch", "ShortStorage", Use::kLeaf, kWeightsOnly), row("torch", "CharStorage", Use::kLeaf, kWeightsOnly),
+    row("torch", "ByteStorage", Use::kLeaf, kWeightsOnly), row("torch", "BoolStorage", Use::kLeaf, kWeightsOnly),
+    row("torch", "ComplexDoubleStorage", Use::kLeaf, kWeightsOnly), row("torch", "ComplexFloatStorage", Use::kLeaf, kWeightsOnly),
+    row("torch", "QInt8Storage", Use::kLeaf, kWeightsOnly), row("torch", "QUInt8Storage", Use::kLeaf, kWeightsOnly),
+    row("torch", "QInt32Storage", Use::kLeaf, kWeightsOnly), row("torch", "QUInt4x2Storage", Use::kLeaf, kWeightsOnly),
+    row("torch", "QUInt2x4Storage", Use::kLeaf, kWeightsOnly),
+    row("torch.storage", "TypedStorage", Use::kNone, kWeightsOnly),
+    row("torch.storage", "UntypedStorage", Use::kNone, kWeightsOnly),
+    row("torch.nn.parameter", "Parameter", Use::kNone, kWeightsOnly),
 
     // Tensor classes (torch._tensor_classes, and torch.Tensor): the oldest tensor form.
-    row("torch", "Tensor", U::kTensorClass, W),
+    row("torch", "Tensor", Use::kTensorClass, kWeightsOnly),
 #define MAPLOC_TENSOR_CLASS(name, sparse_allowed)                                             \
-  row("torch", name, U::kTensorClass, W), row("torch.cuda", name, U::kTensorClass, W), \
-      row("torch.sparse", name, U::kTensorClass, (sparse_allowed) ? W : 0)
+  row("torch", name, Use::kTensorClass, kWeightsOnly), row("torch.cuda", name, Use::kTensorClass, kWeightsOnly), \
+      row("torch.sparse", name, Use::kTensorClass, (sparse_allowed) ? kWeightsOnly : 0)
     MAPLOC_TENSOR_CLASS("DoubleTensor", true), MAPLOC_TENSOR_CLASS("FloatTensor", true),
     MAPLOC_TENSOR_CLASS("HalfTensor", false), MAPLOC_TENSOR_CLASS("BFloat16Tensor", false),
     MAPLOC_TENSOR_CLASS("LongTensor", true), MAPLOC_TENSOR_CLASS("IntTensor", true),
@@ -106,23 +105,23 @@ constexpr GlobalEntry kTable[] = {
 #undef MAPLOC_TENSOR_CLASS
 
     // TorchScript's helpers that return (a typed view of) their first argument (§3.3).
-    row("torch.jit._pickle", "restore_type_tag", U::kPassthrough),
-    row("torch.jit._pickle", "build_tensorlist", U::kPassthrough),
-    row("torch.jit._pickle", "build_intlist", U::kPassthrough),
-    row("torch.jit._pickle", "build_doublelist", U::kPassthrough),
-    row("torch.jit._pickle", "build_boollist", U::kPassthrough),
-    row("torch.jit._pickle", "build_list", U::kPassthrough),
+    row("torch.jit._pickle", "restore_type_tag", Use::kPassthrough),
+    row("torch.jit._pickle", "build_tensorlist", Use::kPassthrough),
+    row("torch.jit._pickle", "build_intlist", Use::kPassthrough),
+    row("torch.jit._pickle", "build_doublelist", Use::kPassthrough),
+    row("torch.jit._pickle", "build_boollist", Use::kPassthrough),
+    row("torch.jit._pickle", "build_list", Use::kPassthrough),
 
     // torch.distributed.checkpoint's .metadata (sharded-and-distributed.md).
-    row("torch.distributed.checkpoint.metadata", "Metadata", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.metadata", "MetadataIndex", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.metadata", "TensorStorageMetadata", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.metadata", "ChunkStorageMetadata", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.metadata", "TensorProperties", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.metadata", "BytesStorageMetadata", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.metadata", "StorageMeta", U::kDcpMetadata, D),
-    row("torch.distributed.checkpoint.filesystem", "_StorageInfo", U::kDcpMetadata, D),
+    row("torch.distributed.checkpoint.metadata", "Metadata", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.metadata", "MetadataIndex", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.metadata", "TensorStorageMetadata", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.metadata", "ChunkStorageMetadata", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.metadata", "TensorProperties", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.metadata", "BytesStorageMetadata", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.metadata", "StorageMeta", Use::kDcpMetadata, kDcp),
+    row("torch.distributed.checkpoint.filesystem", "_StorageInfo", Use::kDcpMetadata, kDcp),
 };
 
 constexpr GlobalEntry kUnknown{};

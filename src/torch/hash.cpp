@@ -7,6 +7,8 @@
 #include "maploc/error.h"
 #include "support/sha256.h"
 
+#include "state.h"
+
 namespace maploc::torch {
 namespace {
 
@@ -24,6 +26,7 @@ void for_each_value_chunk(const Tensor& t, const Bytes& raw, ByteOrder order,
     throw Error(ErrorCode::kInvalidArgument, Stage::kTorch, "tensor '" + t.name + "' has no storage to read",
                 std::nullopt, t.name);
   }
+  require_inside(t, raw.size());  // a caller may build any Tensor: every offset below stays inside raw
   if (t.numel() == 0) return;
   const std::size_t es = element_size(t.dtype);
   const std::size_t unit = order == ByteOrder::kBig ? swap_unit(t.dtype) : 1;

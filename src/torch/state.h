@@ -111,6 +111,10 @@ std::vector<std::filesystem::path> set_files(const std::filesystem::path& index_
 /// Walks root (and constants_root) into State::tensors (interpret.cpp).
 void interpret(Checkpoint::State& state);
 
+/// For public entry points given a caller's tensor: raises kInvalidArgument unless its size,
+/// stride and offset are well formed and stay inside `available` bytes (validate.cpp).
+void require_inside(const Tensor& t, std::uint64_t available);
+
 /// Checks record sizes and every tensor against its storage (validate.cpp).
 void validate(Checkpoint::State& state);
 

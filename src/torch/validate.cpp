@@ -87,6 +87,23 @@ void check_record(const Checkpoint::State& st, std::size_t s, std::string_view w
 
 }  // namespace
 
+void require_inside(const Tensor& t, std::uint64_t available) {
+  const auto refuse = [&](const std::string& why) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kTorch,
+                "tensor '" + t.name + "' (" + describe(t) + ") " + why +
+                    "; pass a tensor of the checkpoint the bytes come from",
+                std::nullopt, t.name);
+  };
+  if (t.stride.size() != t.shape.size()) refuse("has a stride of another rank than its size");
+  for (std::size_t i = 0; i < t.shape.size(); ++i) {
+    if (t.shape[i] < 0 || t.stride[i] < 0) refuse("has a negative size or stride");
+  }
+  if (t.storage_offset < 0) refuse("has a negative storage_offset");
+  std::uint64_t end = 0;
+  if (!reach(t, end)) refuse("reaches past 2^63 elements");
+  if (end > available) refuse("reaches byte " + std::to_string(end) + " of a storage of " + std::to_string(available));
+}
+
 void validate(Checkpoint::State& st) {
   std::vector<bool> checked(st.storages.size(), false);
   for (const Tensor& t : st.tensors) {

@@ -58,3 +58,25 @@ TEST_CASE("nested and meta tensors read as torch.load gives them", "[torch]") {
 }
 
 }  // namespace maploc::test
+
+namespace maploc::test {
+
+TEST_CASE("hashing a caller-built tensor that reaches past its storage is kInvalidArgument, not a stray read",
+          "[torch]") {
+  const auto c = torch::Checkpoint::open(std::string(MAPLOC_FIXTURES_DIR) + "/checkpoints/gpu_tagged.t113.pt");
+  torch::Tensor t = c.tensors().at(0);
+  const std::string good = torch::tensor_sha256(c, t);
+  CHECK(good.size() == 64);
+  const std::uint64_t nbytes = c.storages().at(*t.storage).nbytes;
+  t.storage_offset = static_cast<std::int64_t>(nbytes);  // one element past the end
+  CHECK(code_of([&] { (void)torch::tensor_sha256(c, t); }) == ErrorCode::kInvalidArgument);
+  t = c.tensors().at(0);
+  t.stride.clear();  // a rank the size does not have
+  CHECK(code_of([&] { (void)torch::contiguous_bytes(c, t); }) == ErrorCode::kInvalidArgument);
+  t = c.tensors().at(0);
+  t.shape.at(0) = -1;
+  CHECK(code_of([&] { (void)torch::tensor_sha256(c, t); }) == ErrorCode::kInvalidArgument);
+  CHECK(torch::tensor_sha256(c, c.tensors().at(0)) == good);
+}
+
+}  // namespace maploc::test
