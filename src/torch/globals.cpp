@@ -65,6 +65,7 @@ constexpr GlobalEntry kTable[] = {
     row("torch", "Size", Use::kLeaf, kBoth),
     row("torch", "device", Use::kLeaf, kWeightsOnly),
     row("torch", "<dtype>", Use::kLeaf, kBoth),
+    row("torch", "bcomplex32", Use::kLeaf, kWeightsOnly),  // torch 2.15's; no DType of maploc's holds it yet
     row("torch", "per_tensor_affine", Use::kLeaf, kWeightsOnly),
     row("torch", "per_tensor_symmetric", Use::kLeaf, kWeightsOnly),
     row("torch", "per_channel_affine", Use::kLeaf, kWeightsOnly),
@@ -77,31 +78,37 @@ constexpr GlobalEntry kTable[] = {
     row("numpy.", "*", Use::kLeaf),  // every submodule: numpy.core.multiarray, numpy._core.multiarray, ...
     row("pathlib", "*", Use::kLeaf),
 
-    // Storage classes (torch._storage_classes): values, named by a storage's persistent id.
-    row("torch", "DoubleStorage", Use::kLeaf, kWeightsOnly), row("torch", "FloatStorage", Use::kLeaf, kWeightsOnly),
-    row("torch", "HalfStorage", Use::kLeaf, kWeightsOnly), row("torch", "BFloat16Storage", Use::kLeaf, kWeightsOnly),
-    row("torch", "LongStorage", Use::kLeaf, kWeightsOnly), row("torch", "IntStorage", Use::kLeaf, kWeightsOnly),
-    row("torch", "ShortStorage", Use::kLeaf, kWeightsOnly), row("torch", "CharStorage", Use::kLeaf, kWeightsOnly),
-    row("torch", "ByteStorage", Use::kLeaf, kWeightsOnly), row("torch", "BoolStorage", Use::kLeaf, kWeightsOnly),
-    row("torch", "ComplexDoubleStorage", Use::kLeaf, kWeightsOnly), row("torch", "ComplexFloatStorage", Use::kLeaf, kWeightsOnly),
+    // Storage classes (torch._storage_classes, the CUDA ones too): values, named by persistent ids.
     row("torch", "QInt8Storage", Use::kLeaf, kWeightsOnly), row("torch", "QUInt8Storage", Use::kLeaf, kWeightsOnly),
     row("torch", "QInt32Storage", Use::kLeaf, kWeightsOnly), row("torch", "QUInt4x2Storage", Use::kLeaf, kWeightsOnly),
     row("torch", "QUInt2x4Storage", Use::kLeaf, kWeightsOnly),
+#define MAPLOC_STORAGE_CLASS(name) \
+  row("torch", name, Use::kLeaf, kWeightsOnly), row("torch.cuda", name, Use::kLeaf, kWeightsOnly)
+    MAPLOC_STORAGE_CLASS("DoubleStorage"), MAPLOC_STORAGE_CLASS("FloatStorage"),
+    MAPLOC_STORAGE_CLASS("HalfStorage"), MAPLOC_STORAGE_CLASS("BFloat16Storage"),
+    MAPLOC_STORAGE_CLASS("LongStorage"), MAPLOC_STORAGE_CLASS("IntStorage"),
+    MAPLOC_STORAGE_CLASS("ShortStorage"), MAPLOC_STORAGE_CLASS("CharStorage"),
+    MAPLOC_STORAGE_CLASS("ByteStorage"), MAPLOC_STORAGE_CLASS("BoolStorage"),
+    MAPLOC_STORAGE_CLASS("ComplexDoubleStorage"), MAPLOC_STORAGE_CLASS("ComplexFloatStorage"),
+#undef MAPLOC_STORAGE_CLASS
     row("torch.storage", "TypedStorage", Use::kNone, kWeightsOnly),
     row("torch.storage", "UntypedStorage", Use::kNone, kWeightsOnly),
     row("torch.nn.parameter", "Parameter", Use::kNone, kWeightsOnly),
 
-    // Tensor classes (torch._tensor_classes, and torch.Tensor): the oldest tensor form.
+    // Tensor classes (torch._tensor_classes, and torch.Tensor): the oldest tensor form. torch allows
+    // the dense ones but the complex, the sparse ones but the complex and bool.
     row("torch", "Tensor", Use::kTensorClass, kWeightsOnly),
-#define MAPLOC_TENSOR_CLASS(name, sparse_allowed)                                             \
-  row("torch", name, Use::kTensorClass, kWeightsOnly), row("torch.cuda", name, Use::kTensorClass, kWeightsOnly), \
-      row("torch.sparse", name, Use::kTensorClass, (sparse_allowed) ? kWeightsOnly : 0)
-    MAPLOC_TENSOR_CLASS("DoubleTensor", true), MAPLOC_TENSOR_CLASS("FloatTensor", true),
-    MAPLOC_TENSOR_CLASS("HalfTensor", false), MAPLOC_TENSOR_CLASS("BFloat16Tensor", false),
-    MAPLOC_TENSOR_CLASS("LongTensor", true), MAPLOC_TENSOR_CLASS("IntTensor", true),
-    MAPLOC_TENSOR_CLASS("ShortTensor", true), MAPLOC_TENSOR_CLASS("CharTensor", true),
-    MAPLOC_TENSOR_CLASS("ByteTensor", true), MAPLOC_TENSOR_CLASS("BoolTensor", false),
-    MAPLOC_TENSOR_CLASS("ComplexDoubleTensor", false), MAPLOC_TENSOR_CLASS("ComplexFloatTensor", false),
+#define MAPLOC_TENSOR_CLASS(name, dense, sparse)                                                          \
+  row("torch", name, Use::kTensorClass, (dense) ? kWeightsOnly : 0),                                     \
+      row("torch.cuda", name, Use::kTensorClass, (dense) ? kWeightsOnly : 0),                            \
+      row("torch.sparse", name, Use::kTensorClass, (sparse) ? kWeightsOnly : 0),                         \
+      row("torch.cuda.sparse", name, Use::kTensorClass, (sparse) ? kWeightsOnly : 0)
+    MAPLOC_TENSOR_CLASS("DoubleTensor", true, true), MAPLOC_TENSOR_CLASS("FloatTensor", true, true),
+    MAPLOC_TENSOR_CLASS("HalfTensor", true, true), MAPLOC_TENSOR_CLASS("BFloat16Tensor", true, true),
+    MAPLOC_TENSOR_CLASS("LongTensor", true, true), MAPLOC_TENSOR_CLASS("IntTensor", true, true),
+    MAPLOC_TENSOR_CLASS("ShortTensor", true, true), MAPLOC_TENSOR_CLASS("CharTensor", true, true),
+    MAPLOC_TENSOR_CLASS("ByteTensor", true, true), MAPLOC_TENSOR_CLASS("BoolTensor", true, false),
+    MAPLOC_TENSOR_CLASS("ComplexDoubleTensor", false, false), MAPLOC_TENSOR_CLASS("ComplexFloatTensor", false, false),
 #undef MAPLOC_TENSOR_CLASS
 
     // TorchScript's helpers that return (a typed view of) their first argument (§3.3).
@@ -149,6 +156,8 @@ const Index& index() {
 }
 
 }  // namespace
+
+std::span<const GlobalEntry> global_table() noexcept { return kTable; }
 
 const GlobalEntry& global_entry(std::string_view module, std::string_view name) noexcept {
   const Index& ix = index();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,9 @@ struct GlobalEntry {
   std::uint8_t max_args = 0;
   std::uint8_t allowed = kAllowedNowhere;  ///< AllowedIn bits
 };
+
+/// Every row, in the table's order.
+std::span<const GlobalEntry> global_table() noexcept;
 
 /// The row of a global (module after fix_imports, as pickle::Value gives it); a row with
 /// use kNone and nothing allowed when the table does not name it. Linear in the name's length.
