@@ -114,7 +114,7 @@ inline constexpr bool kSanitized = false;
 /// Owns every node of one Result. Deques keep node addresses stable; nodes
 /// hold only flat vectors of handles, so tearing down a deeply nested tree
 /// never recurses. Nodes and their item arrays come from one monotonic pool
-/// (a malloc per tuple was a fifth of reading a 30,000-tensor state_dict);
+/// (not a malloc per tuple: docs/performance.md, "Why the code is shaped so");
 /// a growing list leaves its old arrays in the pool, at most twice its final
 /// size, and Machine::account() bounds what the pickle may build.
 class Arena {

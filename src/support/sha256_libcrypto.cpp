@@ -16,8 +16,8 @@ EVP_MD_CTX* ctx_of(void* p) { return static_cast<EVP_MD_CTX*>(p); }
 [[noreturn]] void fail() { throw std::bad_alloc(); }
 
 // SHA-256 fetched from the default provider once: EVP_sha256() makes every
-// EVP_DigestInit_ex fetch it again under a lock (60 us a tensor with 30,000
-// tensors hashed on two threads, against 1 us with the method fetched once).
+// EVP_DigestInit_ex fetch it again under a lock, which threads hashing many
+// small tensors contend on (docs/performance.md, "Why the code is shaped so").
 const EVP_MD* sha256_method() {
   static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   if (md == nullptr) fail();

@@ -320,8 +320,8 @@ void locate_record(const Bytes& file, const std::string& path, const DirectoryEn
 
 namespace {
 
-// Each local header is a page fault when the records lie pages apart (30,000
-// 4 KiB tensors: 30,000 faults, most of an open). Large directories are
+// Each local header is a page fault when the records lie pages apart (a
+// fault per small tensor: docs/performance.md). Large directories are
 // located in parallel chunks; the earliest failing record is reported, as a
 // sequential pass would.
 void locate_all(const Bytes& file, const std::string& path, const DirectoryEnd& end, std::vector<Record>& records) {

@@ -2,7 +2,7 @@
 // The one lookup structure behind zip record names, storage keys and pickle
 // dict/set keys: a slot holds a 64-bit hash and a position in the caller's
 // own array, so there is no allocation per entry and no per-node pointer
-// chasing (std::unordered_map cost a third of opening a 30,000-tensor file).
+// chasing (docs/performance.md, "Why the code is shaped so").
 //
 // Worst case: hashes come from support/seeded_hash.h (SipHash-1-3 under a
 // per-process random key), so a file cannot choose colliding hashes, and

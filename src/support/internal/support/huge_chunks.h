@@ -1,8 +1,8 @@
 // huge_chunks.h - memory in transparent huge pages (internal): fresh mappings
 // (remap's owned copies), a memory_resource for large, short-lived arenas
 // (the pickle value tree) and advice for large reserved tables. From 2 MiB
-// up: one first-touch fault per 2 MiB instead of 512. Building the value
-// tree of a 30,000-tensor pickle spent a third of its time in 4 KiB faults.
+// up: one first-touch fault per 2 MiB instead of 512 (docs/performance.md,
+// "Why the code is shaped so").
 #pragma once
 
 #include <sys/mman.h>
