@@ -134,33 +134,38 @@ std::optional<DLDataType> dlpack_dtype(DType dtype) noexcept {
   }
 }
 
-DLManagedTensor* to_dlpack(const Loaded& loaded, std::size_t tensor) {
-  struct Managed {
-    DLManagedTensor managed{};
-    Holder holder;
-  };
-  auto m = std::make_unique<Managed>();
+namespace {
+
+// What one exported tensor owns: the DLPack struct and what keeps its bytes alive; its deleter frees both.
+template <typename DL>
+struct Exported {
+  DL managed{};
+  Holder holder;
+};
+
+template <typename DL>
+Exported<DL>* export_tensor(const Loaded& loaded, std::size_t tensor) {
+  auto m = std::make_unique<Exported<DL>>();
   m->holder.owner = describe(loaded, tensor, m->holder, m->managed.dl_tensor);
   m->managed.manager_ctx = m.get();
-  m->managed.deleter = [](DLManagedTensor* self) { delete static_cast<Managed*>(self->manager_ctx); };
-  return &m.release()->managed;
+  m->managed.deleter = [](DL* self) { delete static_cast<Exported<DL>*>(self->manager_ctx); };
+  return m.release();
+}
+
+}  // namespace
+
+DLManagedTensor* to_dlpack(const Loaded& loaded, std::size_t tensor) {
+  return &export_tensor<DLManagedTensor>(loaded, tensor)->managed;
 }
 
 #if MAPLOC_DLPACK_VERSIONED
 DLManagedTensorVersioned* to_dlpack_versioned(const Loaded& loaded, std::size_t tensor) {
-  struct Managed {
-    DLManagedTensorVersioned managed{};
-    Holder holder;
-  };
-  auto m = std::make_unique<Managed>();
-  m->holder.owner = describe(loaded, tensor, m->holder, m->managed.dl_tensor);
-  m->managed.version.major = DLPACK_MAJOR_VERSION;
-  m->managed.version.minor = DLPACK_MINOR_VERSION;
+  DLManagedTensorVersioned& managed = export_tensor<DLManagedTensorVersioned>(loaded, tensor)->managed;
+  managed.version.major = DLPACK_MAJOR_VERSION;
+  managed.version.minor = DLPACK_MINOR_VERSION;
   const auto& t = loaded.tensors()[tensor];
-  m->managed.flags = loaded.storages()[*t.storage].writable ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
-  m->managed.manager_ctx = m.get();
-  m->managed.deleter = [](DLManagedTensorVersioned* self) { delete static_cast<Managed*>(self->manager_ctx); };
-  return &m.release()->managed;
+  managed.flags = loaded.storages()[*t.storage].writable ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+  return &managed;
 }
 #endif
 
