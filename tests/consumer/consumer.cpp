@@ -31,8 +31,9 @@
 #include <maploc/version.h>
 #include <maploc/zip/archive.h>
 
+#include <unistd.h>
+
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -114,9 +115,15 @@ int main(int argc, char** argv) {
     std::printf("mapped: %zu bytes\n", file.bytes.size());
 
     // torch/write.h, safetensors.h, write_set.h, verify.h, hash.h: written, read back, equal.
-    const char* tmp = std::getenv("TMPDIR");
-    const auto dir = std::filesystem::path(tmp ? tmp : "/tmp") / ("maploc-consumer-" + std::to_string(::getpid()));
+    const auto dir = std::filesystem::temp_directory_path() / ("maploc-consumer-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
+    struct RemoveAtExit {
+      std::filesystem::path dir;
+      ~RemoveAtExit() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    } remove_at_exit{dir};
     maploc::torch::save_archive(checkpoint, dir / "copy.pt");
     maploc::torch::save_safetensors(checkpoint, dir / "copy.safetensors");
     maploc::torch::SetWriteOptions set_options;
@@ -126,7 +133,6 @@ int main(int argc, char** argv) {
     const std::string want = loaded.tensor_sha256(*index);
     const bool same = hash_of(dir / "copy.pt", name) == want && hash_of(dir / "copy.safetensors", name) == want &&
                       hash_of(dir / "set", name) == want;
-    std::filesystem::remove_all(dir);
     if (!report.ok() || !same) return fail("a written copy does not read back the same");
     std::printf("write: zip, safetensors and a sharded set read back equal; verify ok\n");
 
