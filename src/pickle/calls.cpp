@@ -9,7 +9,7 @@ Value Machine::global(std::string_view module, std::string_view name) {
     else if (module == "copy_reg") module = "copyreg";
   }
   account(sizeof(GlobalNode));
-  Value v = Builder::box(Kind::kGlobal, &arena_.globals.emplace_back(module, name, role_of(module, name)));
+  Value v = Builder::box(Kind::kGlobal, &arena_.make<GlobalNode>(module, name, role_of(module, name)));
   arena_.global_values.push_back(v);
   return v;
 }
@@ -87,7 +87,7 @@ std::optional<Value> Machine::mapping(const Value& callable, const Value& args) 
 Value Machine::persistent(const Value& pid) {
   if (!options_.persistent_load) {
     account(sizeof(PersistentNode));
-    auto& node = arena_.persistents.emplace_back(pid);
+    auto& node = arena_.make<PersistentNode>(pid);
     nest(node, pid);
     return Builder::box(Kind::kPersistent, &node);
   }

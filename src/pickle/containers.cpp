@@ -8,7 +8,7 @@ namespace maploc::pickle {
 detail::CallExtras& Machine::extras(CallNode& c) {
   if (c.extra == nullptr) {
     account(sizeof(detail::CallExtras));
-    c.extra = &arena_.call_extras.emplace_back(arena_.memory);
+    c.extra = &arena_.make<detail::CallExtras>(arena_.memory);
   }
   return *c.extra;
 }
@@ -16,7 +16,7 @@ detail::CallExtras& Machine::extras(CallNode& c) {
 void Machine::add_to_set(SeqNode& set, const Value& e) {
   check_items(set.items.size(), 1);
   account(sizeof(Value));
-  if (!detail::set_add(set, e))
+  if (!detail::set_add(arena_, set, e))
     in_.fail(ErrorCode::kPickleTypeError,
              "unhashable " + std::string(kind_name(e.kind())) + " in a set");
   nest(set, e);
@@ -27,7 +27,7 @@ void Machine::set_item(Value& target, const Value& key, const Value& value) {
     auto& d = node_as<DictNode>(target);
     check_items(d.items.size(), 1);
     account(sizeof(DictItem));
-    if (!detail::dict_set(d, key, value))
+    if (!detail::dict_set(arena_, d, key, value))
       in_.fail(ErrorCode::kPickleTypeError,
                "unhashable dict key of kind " + std::string(kind_name(key.kind())));
     nest(d, key);
@@ -39,7 +39,7 @@ void Machine::set_item(Value& target, const Value& key, const Value& value) {
     auto& extra = extras(c);
     check_items(extra.set_items.size(), 1);
     account(sizeof(DictItem));
-    if (!detail::items_set(extra.set_items, extra.index, key, value)) {
+    if (!detail::items_set(arena_, extra.set_items, extra.index, key, value)) {
       if (is_dict_class(c.callable))
         in_.fail(ErrorCode::kPickleTypeError,
                  "unhashable dict key of kind " + std::string(kind_name(key.kind())));

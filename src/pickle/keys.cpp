@@ -105,8 +105,7 @@ bool key_hash(const Value& v, std::uint64_t& out) {
 
 namespace {
 template <typename KeyOf>
-std::int64_t lookup(std::unique_ptr<KeyIndex>& index, std::size_t size, KeyOf key_of, const Value& key,
-                    std::uint64_t h);
+std::int64_t lookup(const KeyIndex* index, std::size_t size, KeyOf key_of, const Value& key, std::uint64_t h);
 }  // namespace
 
 bool keys_equal(const Value& a, const Value& b) {
@@ -166,31 +165,39 @@ bool keys_equal(const Value& a, const Value& b) {
 }
 
 namespace {
-// Finds the position of an equal key, building the hash index once the
-// container is large enough; returns -1 when absent.
+// Finds the position of an equal key through the hash index, or linearly in
+// a container too small to have one; returns -1 when absent.
 template <typename KeyOf>
-std::int64_t lookup(std::unique_ptr<KeyIndex>& index, std::size_t size, KeyOf key_of,
-                    const Value& key, std::uint64_t h) {
-  if (size < kLinearBelow) {
+std::int64_t lookup(const KeyIndex* index, std::size_t size, KeyOf key_of, const Value& key, std::uint64_t h) {
+  if (index == nullptr) {
     for (std::size_t k = 0; k < size; ++k)
       if (keys_equal(key_of(k), key)) return static_cast<std::int64_t>(k);
     return -1;
   }
-  if (!index) {
-    index = std::make_unique<KeyIndex>();
-    index->reserve(size * 2);
-    for (std::size_t k = 0; k < size; ++k) {
-      std::uint64_t kh = 0;
-      key_hash(key_of(k), kh);  // every stored key was hashable
-      index->insert(kh, static_cast<std::uint32_t>(k));
-    }
-  }
   const auto at = index->find(h, [&](std::uint32_t pos) { return keys_equal(key_of(pos), key); });
   return at ? static_cast<std::int64_t>(*at) : -1;
 }
+
+// After an insertion: adds the new key to the index, or builds the index once
+// the container has grown to kLinearBelow keys (a container that size always has one).
+template <typename KeyOf>
+void index_new_key(Arena& arena, KeyIndex*& index, std::size_t size, KeyOf key_of, std::uint64_t h) {
+  if (index != nullptr) {
+    index->insert(h, static_cast<std::uint32_t>(size - 1));
+    return;
+  }
+  if (size < kLinearBelow) return;
+  index = arena.new_index();
+  index->reserve(size * 2);
+  for (std::size_t k = 0; k < size; ++k) {
+    std::uint64_t kh = 0;
+    key_hash(key_of(k), kh);  // every stored key was hashable
+    index->insert(kh, static_cast<std::uint32_t>(k));
+  }
+}
 }  // namespace
 
-bool items_set(std::pmr::vector<DictItem>& items, std::unique_ptr<KeyIndex>& index, const Value& key,
+bool items_set(Arena& arena, std::pmr::vector<DictItem>& items, KeyIndex*& index, const Value& key,
                const Value& value) {
   std::uint64_t h = 0;
   if (!key_hash(key, h)) return false;
@@ -200,22 +207,22 @@ bool items_set(std::pmr::vector<DictItem>& items, std::unique_ptr<KeyIndex>& ind
     items[static_cast<std::size_t>(at)].value = value;
     return true;
   }
-  if (index) index->insert(h, static_cast<std::uint32_t>(items.size()));
   items.push_back({key, value});
+  index_new_key(arena, index, items.size(), key_of, h);
   return true;
 }
 
-bool dict_set(DictNode& dict, const Value& key, const Value& value) {
-  return items_set(dict.items, dict.index, key, value);
+bool dict_set(Arena& arena, DictNode& dict, const Value& key, const Value& value) {
+  return items_set(arena, dict.items, dict.index, key, value);
 }
 
-bool set_add(SeqNode& set, const Value& element) {
+bool set_add(Arena& arena, SeqNode& set, const Value& element) {
   std::uint64_t h = 0;
   if (!key_hash(element, h)) return false;
   auto key_of = [&](std::size_t k) -> const Value& { return set.items[k]; };
   if (lookup(set.index, set.items.size(), key_of, element, h) >= 0) return true;
-  if (set.index) set.index->insert(h, static_cast<std::uint32_t>(set.items.size()));
   set.items.push_back(element);
+  index_new_key(arena, set.index, set.items.size(), key_of, h);
   return true;
 }
 

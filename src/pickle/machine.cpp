@@ -294,6 +294,9 @@ void Machine::step(Op op, const detail::RawArg& arg) {
   }
 }
 
+const std::array<Machine::Handler, 256> Machine::kHandlers =
+    Machine::make_handlers(std::make_index_sequence<kOpcodes.size()>());
+
 Result run(std::span<const std::uint8_t> stream, const Options& options) {
   if (options.start_offset > stream.size())
     throw Error(ErrorCode::kInvalidArgument, Stage::kPickle,

@@ -8,6 +8,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "maploc/pickle/value.h"
@@ -40,7 +42,7 @@ using KeyIndex = maploc::detail::FlatIndex;
 /// tuple, list, set, frozenset.
 struct SeqNode : Node {
   std::pmr::vector<Value> items;
-  std::unique_ptr<KeyIndex> index;  ///< sets only
+  KeyIndex* index = nullptr;  ///< sets only; owned by the Arena
   /// Tuples and frozensets never change once built, so their key hash is
   /// computed once: memo-shared nesting would otherwise make hashing
   /// exponential (a 12 KB pickle took minutes before, found by fuzz_safetensors).
@@ -51,7 +53,7 @@ struct SeqNode : Node {
 
 struct DictNode : Node {
   std::pmr::vector<DictItem> items;
-  std::unique_ptr<KeyIndex> index;
+  KeyIndex* index = nullptr;  ///< owned by the Arena
   explicit DictNode(std::pmr::memory_resource* pool) : Node(Kind::kDict), items(pool) {}
 };
 
@@ -72,7 +74,7 @@ struct CallExtras {
   std::pmr::vector<Value> appended;
   std::pmr::vector<DictItem> set_items;
   std::pmr::vector<Value> states;
-  std::unique_ptr<KeyIndex> index;  ///< over set_items' keys, as a dict's (see items_set)
+  KeyIndex* index = nullptr;  ///< over set_items' keys, as a dict's (see items_set); owned by the Arena
   explicit CallExtras(std::pmr::memory_resource* pool) : appended(pool), set_items(pool), states(pool) {}
 };
 
@@ -111,11 +113,39 @@ inline constexpr bool kSanitized = false;
 inline constexpr bool kSanitized = false;
 #endif
 
-/// Owns every node of one Result. Deques keep node addresses stable; nodes
-/// hold only flat vectors of handles, so tearing down a deeply nested tree
-/// never recurses. Nodes and their item arrays come from one monotonic pool
-/// (not a malloc per tuple: docs/performance.md, "Why the code is shaped so");
-/// a growing list leaves its old arrays in the pool, at most twice its final
+/// Under AddressSanitizer every node and item array is its own malloc with
+/// red zones, so that the fuzzers still see an overrun of one node's items;
+/// what is still held when the Arena goes is freed then.
+class TrackedMemory final : public std::pmr::memory_resource {
+ public:
+  TrackedMemory() = default;
+  TrackedMemory(const TrackedMemory&) = delete;
+  TrackedMemory& operator=(const TrackedMemory&) = delete;
+  ~TrackedMemory() override {
+    for (const auto& [p, size] : live_) ::operator delete(p, size);
+  }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t) override {
+    void* p = ::operator new(bytes);
+    live_.emplace(p, bytes);
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t) override {
+    live_.erase(p);
+    ::operator delete(p, bytes);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+  std::unordered_map<void*, std::size_t> live_;
+};
+
+/// Owns every node of one Result. Nodes and their item arrays come from one
+/// monotonic pool (not a malloc per tuple: docs/performance.md, "Why the code
+/// is shaped so") and are never destroyed one by one: a node holds only
+/// handles and arrays of the same pool, so the Arena's end frees them all at
+/// once, however deeply they nest. The few things a node owns outside the
+/// pool (key indexes of large containers, decoded text) sit in deques here.
+/// A growing list leaves its old arrays in the pool, at most twice its final
 /// size, and Machine::account() bounds what the pickle may build.
 class Arena {
  public:
@@ -124,19 +154,22 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
+  /// A node of type T made in the arena's memory; never destroyed (see above).
+  template <typename T, typename... Args>
+  T& make(Args&&... args) {
+    static_assert(std::is_trivially_destructible_v<T> || std::is_base_of_v<Node, T> ||
+                  std::is_same_v<T, CallExtras>);
+    return *::new (memory->allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
+  }
+
+  KeyIndex* new_index() { return &indexes.emplace_back(); }
+
   maploc::detail::HugeChunks chunks;              // declared first: destroyed last
   std::pmr::monotonic_buffer_resource pool;
-  /// Where nodes and item arrays come from: the pool, except under
-  /// AddressSanitizer, where every one is its own malloc with red zones so
-  /// that the fuzzers still see an overrun of one node's items.
-  std::pmr::memory_resource* const memory = kSanitized ? std::pmr::new_delete_resource() : &pool;
-  std::pmr::deque<BlobNode> blobs{memory};
-  std::pmr::deque<SeqNode> seqs{memory};
-  std::pmr::deque<DictNode> dicts{memory};
-  std::pmr::deque<GlobalNode> globals{memory};
-  std::pmr::deque<CallNode> calls{memory};
-  std::pmr::deque<CallExtras> call_extras{memory};
-  std::pmr::deque<PersistentNode> persistents{memory};
+  TrackedMemory tracked;
+  /// Where nodes and item arrays come from: the pool, or under AddressSanitizer `tracked`.
+  std::pmr::memory_resource* const memory = kSanitized ? static_cast<std::pmr::memory_resource*>(&tracked) : &pool;
+  std::deque<KeyIndex> indexes;                 ///< behind the index pointers of large dicts and sets
   std::deque<std::vector<std::uint8_t>> owned;  ///< decoded text that is not a view of the stream
   std::vector<Value> global_values;             ///< every kGlobal, in stream order
 };

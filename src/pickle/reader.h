@@ -36,21 +36,31 @@ class Reader {
   std::uint64_t pos() const noexcept { return pos_; }
   std::uint64_t op_offset() const noexcept { return op_offset_; }
   const OpcodeInfo* op() const noexcept { return op_; }
+  std::uint8_t data_at(std::uint64_t offset) const noexcept { return data_[offset]; }
 
   /// Reads the next opcode byte; kPickleTruncated at end, kPickleUnknownOpcode for a non-opcode.
   const OpcodeInfo& next_opcode() {
+    const std::uint8_t byte = opcode_byte();
+    op_ = find_opcode(byte);
+    if (op_ == nullptr) unknown_opcode(byte);
+    return *op_;
+  }
+
+  /// The machine's half of next_opcode(): the byte, for its own dispatch table,
+  /// which then names the opcode with set_op() (or calls unknown_opcode()).
+  [[gnu::always_inline]] std::uint8_t opcode_byte() {
     op_offset_ = pos_;
     op_ = nullptr;
-    const std::uint8_t byte = take(1)[0];
-    op_ = find_opcode(byte);
-    if (op_ == nullptr) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      std::string msg = "unknown opcode 0x";
-      msg.push_back(kHex[byte >> 4]);
-      msg.push_back(kHex[byte & 0xF]);
-      fail(ErrorCode::kPickleUnknownOpcode, msg);
-    }
-    return *op_;
+    return take(1)[0];
+  }
+  [[gnu::always_inline]] void set_op(const OpcodeInfo* op) noexcept { op_ = op; }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void unknown_opcode(std::uint8_t byte) const {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string msg = "unknown opcode 0x";
+    msg.push_back(kHex[byte >> 4]);
+    msg.push_back(kHex[byte & 0xF]);
+    fail(ErrorCode::kPickleUnknownOpcode, msg);
   }
 
   [[gnu::always_inline]] RawArg read_arg(ArgKind kind) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,19 +60,42 @@ class Machine {
 
   void run() {
     for (;;) {
-      const OpcodeInfo& info = in_.next_opcode();
-      const detail::RawArg arg = in_.read_arg(info.arg);
+      const std::uint8_t byte = in_.opcode_byte();
       ++result_.opcode_count_;
-      if (info.code == Op::STOP) {
+      if (byte == static_cast<std::uint8_t>(Op::STOP)) {
+        in_.set_op(find_opcode(byte));
         result_.root_ = pop();
         break;
       }
-      step(info.code, arg);
+      (this->*kHandlers[byte])();
     }
     result_.end_offset_ = in_.pos();
     result_.protocol_ = proto_;
     if (depths_stale_) check_depth(result_.root_);
   }
+
+ private:
+  // ---- dispatch: one handler per opcode byte, each reading its argument as the table says ----
+  using Handler = void (Machine::*)();
+
+  /// Opcode O: its argument read and its step taken, both specialised to O.
+  template <Op O>
+  void exec() {
+    static constexpr const OpcodeInfo* kInfo = find_opcode(static_cast<std::uint8_t>(O));
+    in_.set_op(kInfo);
+    step(O, in_.read_arg(kInfo->arg));
+  }
+
+  void unknown() { in_.unknown_opcode(in_.data_at(in_.op_offset())); }
+
+  template <std::size_t... I>
+  static constexpr std::array<Handler, 256> make_handlers(std::index_sequence<I...>) {
+    std::array<Handler, 256> table{};
+    for (auto& h : table) h = &Machine::unknown;
+    ((table[static_cast<std::uint8_t>(kOpcodes[I].code)] = &Machine::exec<kOpcodes[I].code>), ...);
+    return table;
+  }
+  static const std::array<Handler, 256> kHandlers;
 
  private:
   // ---- stack and marks (marks are fences on the one stack, as in _pickle.c) ----
@@ -155,7 +179,7 @@ class Machine {
   // ---- node factories ----
   Value blob(Kind kind, ByteSpan data) {
     account(sizeof(BlobNode));
-    return Builder::box(kind, &arena_.blobs.emplace_back(kind, data));
+    return Builder::box(kind, &arena_.make<BlobNode>(kind, data));
   }
 
   ByteSpan keep(detail::ByteVec&& bytes) {
@@ -165,26 +189,30 @@ class Machine {
   }
 
   Value seq(Kind kind, std::span<const Value> items) {
+    // One empty tuple per stream, as CPython has one (a tensor's rebuild call names one each).
+    if (kind == Kind::kTuple && items.empty() && empty_tuple_.kind() == Kind::kTuple) return empty_tuple_;
     check_items(0, items.size());
     account(sizeof(SeqNode) + items.size() * sizeof(Value));
-    auto& node = arena_.seqs.emplace_back(kind, arena_.memory);
+    auto& node = arena_.make<SeqNode>(kind, arena_.memory);
     if (kind == Kind::kFrozenSet || kind == Kind::kSet) {
       for (const auto& e : items) add_to_set(node, e);
     } else {
       node.items.assign(items.begin(), items.end());
       for (const auto& e : items) nest(node, e);
     }
-    return Builder::box(kind, &node);
+    const Value v = Builder::box(kind, &node);
+    if (kind == Kind::kTuple && items.empty()) empty_tuple_ = v;
+    return v;
   }
 
   Value dict() {
     account(sizeof(DictNode));
-    return Builder::box(Kind::kDict, &arena_.dicts.emplace_back(arena_.memory));
+    return Builder::box(Kind::kDict, &arena_.make<DictNode>(arena_.memory));
   }
 
   Value call(Kind kind, CallOp op, Value callable, Value args, Value kwargs = {}) {
     account(sizeof(CallNode));
-    auto& node = arena_.calls.emplace_back(kind, op, callable, args, kwargs);
+    auto& node = arena_.make<CallNode>(kind, op, callable, args, kwargs);
     nest(node, callable);
     nest(node, args);
     nest(node, kwargs);
@@ -302,7 +330,7 @@ class Machine {
     return t;
   }
 
-  void step(Op op, const detail::RawArg& arg);
+  [[gnu::always_inline]] inline void step(Op op, const detail::RawArg& arg);
   void check_depth(const Value& root);
 
   detail::Reader in_;
@@ -314,6 +342,7 @@ class Machine {
   std::vector<std::size_t> marks_;
   std::vector<Value> dense_;                          // memo indices 0..n-1 stored in order
   std::unordered_map<std::uint64_t, Value, maploc::detail::SeededWordHash> sparse_;  // any other memo index
+  Value empty_tuple_;  ///< None until the first empty tuple is made
   std::uint64_t allocated_ = 0;
   bool depths_stale_ = false;  ///< a nested node grew deeper after it was nested (see nest())
   std::uint8_t proto_ = 0;
