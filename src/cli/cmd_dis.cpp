@@ -3,6 +3,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -32,60 +33,59 @@ std::optional<zip::Archive> as_archive(const MappedFile& file, ContentKind kind)
 }
 
 // Where disassembly goes: pickletools text on stdout, or with --json one
-// object per pickle with its opcodes, printed whole at the end.
+// object per pickle with its opcodes. JSON goes out only once every pickle
+// disassembled cleanly (an error leaves stdout empty, never half a document):
+// a first pass over each pickle prints nothing but finds its end and any error;
+// finish() then streams the document from a second pass.
 class Output {
  public:
-  explicit Output(bool json)
-      : json_(json), out_(json ? OutBuffer::Mode::kWhole : OutBuffer::Mode::kStream), doc_(out_.text()) {
-    if (json_) doc_.begin_object();
-  }
+  explicit Output(bool json) : json_(json), out_(OutBuffer::Mode::kStream) {}
 
   // Disassembles one pickle of `stream` from options.start_offset; returns where it ends.
-  std::uint64_t pickle(std::span<const std::uint8_t> stream, pickle::DisOptions options) {
-    if (!json_) return pickle::disassemble(stream, out_.stream(), options);
-    // "end" sorts before "opcodes": the opcodes gather in their own text first.
-    ops_text_.clear();
-    JsonWriter ops(ops_text_, 3);
-    ops.begin_array();
-    options.on_opcode = [&](const pickle::DisLine& l) {
-      ops.begin_object()
-          .field("arg", l.arg)
-          .field("byte", static_cast<unsigned>(l.byte))
-          .field("depth", l.depth)
-          .field("name", l.name)
-          .field("note", l.note)
-          .field("offset", l.offset)
-          .end_object();
-    };
+  std::uint64_t pickle(const Bytes& stream, pickle::DisOptions options) {
+    if (!json_) return pickle::disassemble(stream.span(), out_.stream(), options);
     std::ostream discard(nullptr);
-    const std::uint64_t end = pickle::disassemble(stream, discard, options);
-    ops.end_array();
-    pickles_.push_back({options.stream_name, options.start_offset, end, std::move(ops_text_)});
+    options.write_text = false;
+    const std::uint64_t end = pickle::disassemble(stream.span(), discard, options);
+    pickles_.push_back({stream, std::move(options), end});
     return end;
   }
 
   void finish(const std::string& file) {
     if (!json_) return;
-    doc_.field("file", file).key("pickles").begin_array();
-    for (const auto& p : pickles_) {
-      doc_.begin_object().field("end", p.end).key("opcodes").raw_value(p.opcodes);
-      doc_.field("start", p.start).field("stream", p.stream).end_object();
+    JsonWriter doc(out_.text());
+    doc.begin_object().field("file", file).key("pickles").begin_array();
+    std::ostream discard(nullptr);
+    for (auto& p : pickles_) {
+      // "end" sorts before "opcodes": known from the first pass.
+      doc.begin_object().field("end", p.end).key("opcodes").begin_array();
+      p.options.on_opcode = [&](const pickle::DisLine& l) {
+        doc.begin_object()
+            .field("arg", l.arg)
+            .field("byte", static_cast<unsigned>(l.byte))
+            .field("depth", l.depth)
+            .field("name", l.name)
+            .field("note", l.note)
+            .field("offset", l.offset)
+            .end_object();
+        out_.spill();
+      };
+      pickle::disassemble(p.stream.span(), discard, p.options);
+      doc.end_array().field("start", p.options.start_offset).field("stream", p.options.stream_name).end_object();
     }
-    doc_.end_array().end_object();
+    doc.end_array().end_object();
     out_.append('\n');
     out_.finish();
   }
 
  private:
   struct Pickle {
-    std::string stream;
-    std::uint64_t start, end;
-    std::string opcodes;  ///< JSON text of the opcode array
+    Bytes stream;
+    pickle::DisOptions options;
+    std::uint64_t end;
   };
   bool json_;
   OutBuffer out_;
-  JsonWriter doc_;
-  std::string ops_text_;
   std::vector<Pickle> pickles_;
 };
 
@@ -97,14 +97,14 @@ void dis_zip(const zip::Archive& archive, const std::string& record_name, Output
   const Bytes bytes = archive.read(*record);
   pickle::DisOptions options;
   options.stream_name = record->name;
-  out.pickle(bytes.span(), options);
+  out.pickle(bytes, options);
 }
 
 // A legacy stream: its five pickles back to back, as pickletools prints them one after another.
 void dis_legacy(const MappedFile& file, Output& out) {
   pickle::DisOptions options;
   options.stream_name = file.path;
-  for (int i = 0; i < kLegacyPickles; ++i) options.start_offset = out.pickle(file.bytes.span(), options);
+  for (int i = 0; i < kLegacyPickles; ++i) options.start_offset = out.pickle(file.bytes, options);
 }
 
 }  // namespace
@@ -128,7 +128,7 @@ int cmd_dis(const Args& args) {
   } else if (kind == ContentKind::kPickle || kind == ContentKind::kUnknown) {
     pickle::DisOptions options;
     options.stream_name = file.path;
-    out.pickle(file.bytes.span(), options);
+    out.pickle(file.bytes, options);
   } else {
     throw Error(ErrorCode::kTorchNotCheckpoint, Stage::kTorch,
                 "cannot disassemble " + describe_content(kind) +

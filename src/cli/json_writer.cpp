@@ -3,13 +3,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+
+#include "support/huge_chunks.h"
 
 namespace maploc::cli {
 namespace {
@@ -84,6 +88,14 @@ void append_exponent(std::string& out, int e) {
 
 OutBuffer::OutBuffer(Mode mode) : mode_(mode) { buf_.reserve(std::size_t{1} << 20); }
 
+void OutBuffer::reserve(std::size_t bytes) {
+  constexpr std::size_t kMost = std::size_t{1} << 30;  // a guess never reserves more than this
+  const std::size_t want = buf_.size() + std::min(bytes, kMost);
+  if (want <= buf_.capacity()) return;
+  buf_.reserve(want);
+  maploc::detail::prefer_huge_pages(buf_.data() + buf_.size(), buf_.capacity() - buf_.size());
+}
+
 OutBuffer::~OutBuffer() {
   if (mode_ == Mode::kStream) finish();
 }
@@ -127,9 +139,46 @@ void OutBuffer::finish() {
 
 // ---- JsonWriter ------------------------------------------------------------------------
 
-void JsonWriter::newline_indent(std::size_t depth) {
-  out_ += '\n';
-  out_.append(2 * depth, ' ');
+namespace {
+// Printable ASCII with nothing to escape: written as is between quotes.
+bool plain_text(std::string_view s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) return false;
+  }
+  return true;
+}
+}  // namespace
+
+// A separator, a newline and the indentation (and a plain key), gathered in one
+// small buffer and appended once: a value in an array or a key costs one append.
+void JsonWriter::newline_indent(std::size_t depth, bool comma, std::string_view plain_key) {
+  char buf[192];
+  const std::size_t blanks = 2 * depth;
+  const std::size_t need = 2 + blanks + (plain_key.empty() ? 0 : plain_key.size() + 4);
+  if (need > sizeof buf) {
+    if (comma) out_ += ',';
+    out_ += '\n';
+    out_.append(blanks, ' ');
+    if (!plain_key.empty()) {
+      append_string(out_, plain_key);
+      out_ += ": ";
+    }
+    return;
+  }
+  char* p = buf;
+  if (comma) *p++ = ',';
+  *p++ = '\n';
+  std::memset(p, ' ', blanks);
+  p += blanks;
+  if (!plain_key.empty()) {
+    *p++ = '"';
+    std::memcpy(p, plain_key.data(), plain_key.size());
+    p += plain_key.size();
+    std::memcpy(p, "\": ", 3);
+    p += 3;
+  }
+  out_.append(buf, static_cast<std::size_t>(p - buf));
 }
 
 void JsonWriter::before_value() {
@@ -140,8 +189,7 @@ void JsonWriter::before_value() {
     after_key_ = false;
     return;
   }
-  if (top.count++ > 0) out_ += ',';
-  newline_indent(base_ + levels_.size());
+  newline_indent(base_ + levels_.size(), top.count++ > 0);
 }
 
 JsonWriter& JsonWriter::key(std::string_view k) {
@@ -153,10 +201,14 @@ JsonWriter& JsonWriter::key(std::string_view k) {
     throw std::logic_error("JsonWriter: key '" + std::string(k) + "' after '" + top.last_key +
                            "': keys go in byte order, each once");
   }
-  if (top.count++ > 0) out_ += ',';
-  newline_indent(base_ + levels_.size());
-  append_string(out_, k);
-  out_ += ": ";
+  const bool comma = top.count++ > 0;
+  if (!k.empty() && plain_text(k)) {
+    newline_indent(base_ + levels_.size(), comma, k);
+  } else {
+    newline_indent(base_ + levels_.size(), comma);
+    append_string(out_, k);
+    out_ += ": ";
+  }
   top.last_key.assign(k);
   after_key_ = true;
   return *this;
@@ -182,7 +234,7 @@ void JsonWriter::close(bool object, char bracket) {
   }
   const bool empty = levels_.back().count == 0;
   levels_.pop_back();
-  if (!empty) newline_indent(base_ + levels_.size());
+  if (!empty) newline_indent(base_ + levels_.size(), false);
   out_ += bracket;
 }
 
@@ -242,6 +294,15 @@ JsonWriter& JsonWriter::raw_value(std::string_view json) {
 
 void JsonWriter::append_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
+  if (plain_text(s)) {
+    const std::size_t at = out.size();
+    out.resize(at + s.size() + 2);
+    char* p = out.data() + at;
+    *p = '"';
+    if (!s.empty()) std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    return;
+  }
   out += '"';
   std::size_t i = 0;
   while (i < s.size()) {

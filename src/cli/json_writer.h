@@ -36,11 +36,16 @@ class OutBuffer {
   void finish();
 
   std::string& text() { return buf_; }
-
- private:
+  /// kStream: writes out what has gathered once it reaches a megabyte (for writers
+  /// appending to text() directly).
   void spill() {
     if (mode_ == Mode::kStream && buf_.size() >= kSpill) finish();
   }
+  /// Room for `bytes` more without regrowth (a whole document's copies and page faults saved),
+  /// in huge pages where the kernel has them. A guess: more is still taken as it comes.
+  void reserve(std::size_t bytes);
+
+ private:
   static constexpr std::size_t kSpill = std::size_t{1} << 20;
   Mode mode_;
   std::string buf_;
@@ -118,7 +123,7 @@ class JsonWriter {
   JsonWriter& signed_value(std::int64_t v);
   JsonWriter& unsigned_value(std::uint64_t v);
   void before_value();
-  void newline_indent(std::size_t depth);
+  void newline_indent(std::size_t depth, bool comma, std::string_view plain_key = {});
   void close(bool object, char bracket);
 
   std::string& out_;

@@ -227,6 +227,7 @@ std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostr
   if (options.start_offset > stream.size())
     throw Error(ErrorCode::kInvalidArgument, Stage::kPickle, "start offset is past the end",
                 options.start_offset, options.stream_name);
+  const bool text = options.write_text;
   const Limits limits{};
   detail::Reader in(stream, options.start_offset, limits, options.stream_name);
   in.set_check_frames(false);  // pickletools reads FRAME's argument and nothing more
@@ -254,20 +255,22 @@ std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostr
       std::optional<std::int64_t> as_int;
       fmt.format(info.arg, raw, as_int, arg);
 
-      char digits[24];
-      const auto end = std::to_chars(digits, digits + sizeof digits, pos).ptr;
-      const auto width = static_cast<std::size_t>(end - digits);
-      if (width < 5) buffer.append(5 - width, ' ');
-      buffer.append(digits, width);
-      buffer += ": ";
-      opcode_column(info.code, buffer);
-      buffer.push_back(' ');
       const auto depth = static_cast<unsigned>(markstack.size());
-      // pickletools indents by the MARK depth, so n MARKs would print O(n^2)
-      // bytes (a 200 KB pickle of MARKs: 80 GB). The indentation stops growing
-      // at kMaxIndentDepth, far deeper than any real pickle nests its MARKs.
-      for (unsigned k = 0; k < std::min(depth, kMaxIndentDepth); ++k) buffer += indent;
-      buffer += info.name;
+      if (text) {
+        char digits[24];
+        const auto end = std::to_chars(digits, digits + sizeof digits, pos).ptr;
+        const auto width = static_cast<std::size_t>(end - digits);
+        if (width < 5) buffer.append(5 - width, ' ');
+        buffer.append(digits, width);
+        buffer += ": ";
+        opcode_column(info.code, buffer);
+        buffer.push_back(' ');
+        // pickletools indents by the MARK depth, so n MARKs would print O(n^2)
+        // bytes (a 200 KB pickle of MARKs: 80 GB). The indentation stops growing
+        // at kMaxIndentDepth, far deeper than any real pickle nests its MARKs.
+        for (unsigned k = 0; k < std::min(depth, kMaxIndentDepth); ++k) buffer += indent;
+        buffer += info.name;
+      }
       maxproto = std::max(maxproto, static_cast<int>(info.proto));
 
       std::size_t numtopop = info.stack_before;
@@ -310,7 +313,7 @@ std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostr
           error.emplace(ErrorCode::kPickleMemoMissing, "memo key " + arg + " has never been stored into");
       }
 
-      if (info.arg != ArgKind::kNone || !markmsg.empty()) {
+      if (text && (info.arg != ArgKind::kNone || !markmsg.empty())) {
         if (info.name.size() < 10) buffer.append(10 - info.name.size(), ' ');
         if (info.arg != ArgKind::kNone) {
           buffer.push_back(' ');
@@ -321,7 +324,7 @@ std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostr
           buffer += markmsg;
         }
       }
-      buffer.push_back('\n');
+      if (text) buffer.push_back('\n');
       if (options.on_opcode) {
         options.on_opcode({pos, static_cast<std::uint8_t>(info.code), info.name,
                            info.arg != ArgKind::kNone ? std::string_view(arg) : std::string_view(), markmsg, depth});
@@ -347,7 +350,7 @@ std::uint64_t disassemble_stream(std::span<const std::uint8_t> stream, std::ostr
     throw;
   }
   flush();
-  out << "highest protocol among opcodes = " << maxproto << '\n';
+  if (text) out << "highest protocol among opcodes = " << maxproto << '\n';
   if (!stack.empty())
     in.fail(ErrorCode::kPickleBadArgument, "stack not empty after STOP");
   return in.pos();

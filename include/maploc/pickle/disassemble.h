@@ -25,6 +25,9 @@ struct DisOptions {
   /// Called for every opcode as it is decoded (for structured output, e.g. JSON);
   /// the views are valid during the call only.
   std::function<void(const DisLine&)> on_opcode{};
+  /// False: nothing is written to `out` (not even the trailer); the caller
+  /// wants only on_opcode's lines, or only the end offset and the checks.
+  bool write_text = true;
   /// Offset where the pickle starts; printed offsets are absolute.
   std::uint64_t start_offset = 0;
   /// Blanks per MARK level (pickletools' indentlevel).
