@@ -1,6 +1,7 @@
 // checkpoint_dis_test.cpp - every torch checkpoint's pickles: the machine runs them, the disassembly matches pickletools.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -58,6 +59,23 @@ TEST_CASE("every checkpoint pickle runs and disassembles like pickletools", "[pi
       CHECK(text.size() == e.at("dis_bytes").get<std::size_t>());
       CHECK(maploc::Sha256::hex({reinterpret_cast<const std::uint8_t*>(text.data()), text.size()}) ==
             e.at("dis_sha256").get<std::string>());
+
+      // write_text off (dis --json): nothing written, the same ends, one on_opcode
+      // call for each line of the text but the trailers.
+      std::ostringstream none;
+      mp::DisOptions quiet = dis;
+      quiet.write_text = false;
+      std::size_t calls = 0;
+      quiet.on_opcode = [&](const mp::DisLine&) { ++calls; };
+      std::uint64_t quiet_end = 0;
+      for (int k = 0; k < pickles; ++k) {
+        quiet.start_offset = quiet_end;
+        quiet_end = mp::disassemble(data, none, quiet);
+      }
+      CHECK(quiet_end == dis_end);
+      CHECK(none.str().empty());
+      CHECK(calls + static_cast<std::size_t>(pickles) ==
+            static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')));
       if (e.contains("dis")) {
         const auto golden = read_file(kDis + e.at("dis").get<std::string>());
         CHECK(text == std::string(golden.begin(), golden.end()));
