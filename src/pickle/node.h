@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "maploc/pickle/value.h"
@@ -122,21 +122,21 @@ class TrackedMemory final : public std::pmr::memory_resource {
   TrackedMemory(const TrackedMemory&) = delete;
   TrackedMemory& operator=(const TrackedMemory&) = delete;
   ~TrackedMemory() override {
-    for (const auto& [p, size] : live_) ::operator delete(p, size);
+    for (void* p : live_) ::operator delete(p);
   }
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t) override {
     void* p = ::operator new(bytes);
-    live_.emplace(p, bytes);
+    live_.insert(p);
     return p;
   }
-  void do_deallocate(void* p, std::size_t bytes, std::size_t) override {
+  void do_deallocate(void* p, std::size_t, std::size_t) override {
     live_.erase(p);
-    ::operator delete(p, bytes);
+    ::operator delete(p);
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
-  std::unordered_map<void*, std::size_t> live_;
+  std::unordered_set<void*> live_;
 };
 
 /// Owns every node of one Result. Nodes and their item arrays come from one
