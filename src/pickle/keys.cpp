@@ -180,6 +180,8 @@ std::int64_t lookup(const KeyIndex* index, std::size_t size, KeyOf key_of, const
 
 // After an insertion: adds the new key to the index, or builds the index once
 // the container has grown to kLinearBelow keys (a container that size always has one).
+// Keys that cannot be hashed (an unknown class's __setitem__ keeps them) stay out of it:
+// no hashable key equals them, and given one hash they would make one long probe run.
 template <typename KeyOf>
 void index_new_key(Arena& arena, KeyIndex*& index, std::size_t size, KeyOf key_of, std::uint64_t h) {
   if (index != nullptr) {
@@ -191,8 +193,7 @@ void index_new_key(Arena& arena, KeyIndex*& index, std::size_t size, KeyOf key_o
   index->reserve(size * 2);
   for (std::size_t k = 0; k < size; ++k) {
     std::uint64_t kh = 0;
-    key_hash(key_of(k), kh);  // every stored key was hashable
-    index->insert(kh, static_cast<std::uint32_t>(k));
+    if (key_hash(key_of(k), kh)) index->insert(kh, static_cast<std::uint32_t>(k));
   }
 }
 }  // namespace

@@ -3,13 +3,14 @@
 
 #include <cstdint>
 #include <deque>
-#include <memory>
+#include <new>
 #include <memory_resource>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "maploc/pickle/value.h"
