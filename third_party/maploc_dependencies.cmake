@@ -21,16 +21,16 @@ if(MAPLOC_BUILD_TESTS)
   include(Catch)
 endif()
 
-set(MAPLOC_HAVE_CUDA OFF)
-if(NOT MAPLOC_CUDA STREQUAL "OFF")
-  include(CheckLanguage)
-  check_language(CUDA)
-  if(CMAKE_CUDA_COMPILER)
-    enable_language(CUDA)
-    find_package(CUDAToolkit REQUIRED)
-    set(MAPLOC_HAVE_CUDA ON)
-  elseif(MAPLOC_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "MAPLOC_CUDA=ON but no CUDA compiler was found (install the CUDA toolkit or set MAPLOC_CUDA=OFF)")
-  endif()
+# The CUDA adapter (src/remap/cuda_runtime_backend.cpp) needs nothing of the toolkit: it declares
+# the runtime API it uses (src/remap/cuda_api.h) and loads libcudart with dlopen. So AUTO and ON
+# build it on every machine; OFF leaves it out.
+if(MAPLOC_CUDA STREQUAL "OFF")
+  set(MAPLOC_HAVE_CUDA OFF)
+else()
+  set(MAPLOC_HAVE_CUDA ON)
 endif()
-message(STATUS "maploc: CUDA backend ${MAPLOC_HAVE_CUDA}")
+# The toolkit, where installed, serves two things only: the check of cuda_api.h against the real
+# cuda_runtime_api.h (tests/remap) and the physical host-to-device reference (bench/), which links
+# libcudart. Found quietly: neither is needed to build or test maploc.
+find_package(CUDAToolkit QUIET)
+message(STATUS "maploc: CUDA backend ${MAPLOC_HAVE_CUDA}; CUDA toolkit headers: ${CUDAToolkit_FOUND}")

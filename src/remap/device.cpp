@@ -21,12 +21,15 @@ const DeviceInventory& DeviceInventory::probe() {
 #ifdef MAPLOC_HAVE_CUDA
     inv.cuda_built = true;
 #endif
-    inv.backend = detail::cuda_runtime(&inv.cuda_note);
-    if (inv.backend) {
-      inv.cuda_device_count = inv.backend->device_count();
-      if (inv.cuda_device_count == 0) {
-        inv.cuda_note = inv.backend->name() + " reports no device (no driver, or no GPU visible to this process)";
-      }
+    std::string why;
+    inv.backend = detail::cuda_runtime(&why);
+    if (inv.backend) inv.cuda_device_count = inv.backend->device_count();
+    // Each library tried and what it said (a runtime newer than the driver, no device, ...);
+    // where a device answers, the libraries passed over on the way, if any.
+    if (inv.cuda_device_count == 0) {
+      inv.cuda_note = why.empty() && inv.backend ? inv.backend->name() + " reports no device" : why;
+    } else if (!why.empty()) {
+      inv.cuda_note = "using " + inv.backend->name() + " after: " + why;
     }
     return inv;
   }();

@@ -16,9 +16,11 @@ constexpr DeviceBackend::Status kStatusOutOfMemory = 2;
 // path's cleanup) and destroyed when it goes.
 class ScopedStream {
  public:
-  ScopedStream(DeviceBackend& backend, int device, const std::string& who) : backend_(backend) {
+  ScopedStream(DeviceBackend& backend, int device, const std::string& who, const CudaOptions& options)
+      : backend_(backend) {
     check_device(backend, backend.set_device(device), "selecting cuda:" + std::to_string(device) + " for " + who);
     check_device(backend, backend.stream_create(&stream_), "creating a stream on cuda:" + std::to_string(device));
+    order_after_caller(backend, device, stream_, options);
   }
   ~ScopedStream() {
     if (stream_ == nullptr) return;
@@ -35,6 +37,24 @@ class ScopedStream {
 };
 
 }  // namespace
+
+void order_after_caller(DeviceBackend& backend, int device, DeviceBackend::Stream stream, const CudaOptions& options) {
+  const std::string where = "cuda:" + std::to_string(device);
+  DeviceBackend::Stream caller = nullptr;  // the legacy default stream
+  for (const auto& c : options.streams) {
+    if (c.device == device) caller = c.stream;
+  }
+  check_device(backend, backend.set_device(device), "selecting " + where);
+  DeviceBackend::Event e = nullptr;
+  check_device(backend, backend.event_create(&e), "creating an ordering event on " + where);
+  // Destroying an event whose wait is queued is allowed: CUDA releases it when the wait is done.
+  const auto recorded = backend.event_record(e, caller);
+  const auto waited = recorded == 0 ? backend.stream_wait_event(stream, e) : recorded;
+  backend.event_destroy(e);
+  check_device(backend, waited,
+               "ordering maploc's copies on " + where + " after the caller's " +
+                   (caller == nullptr ? std::string("default stream") : std::string("stream")));
+}
 
 void check_device(DeviceBackend& backend, DeviceBackend::Status status, const std::string& what) {
   if (status == 0) return;
@@ -74,16 +94,16 @@ std::shared_ptr<void> pinned_allocate(const std::shared_ptr<DeviceBackend>& back
 }
 
 void device_download(DeviceBackend& backend, int device, const void* src, void* dst, std::uint64_t n,
-                     const std::string& who) {
+                     const std::string& who, const CudaOptions& options) {
   if (n == 0) return;
   const DeviceGuard guard(&backend);
-  const ScopedStream stream(backend, device, who);
+  const ScopedStream stream(backend, device, who, options);
   const std::string what = "copying " + who + " back from cuda:" + std::to_string(device);
   check_device(backend, backend.copy_async(dst, src, n, DeviceBackend::CopyKind::kDeviceToHost, stream.get()), what);
   check_device(backend, backend.stream_sync(stream.get()), what);
 }
 
-void device_copy(DeviceBackend& backend, std::span<const PeerCopy> copies) {
+void device_copy(DeviceBackend& backend, std::span<const PeerCopy> copies, const CudaOptions& options) {
   const DeviceGuard guard(&backend);
   std::vector<int> devices;
   for (const auto& c : copies) {
@@ -91,7 +111,18 @@ void device_copy(DeviceBackend& backend, std::span<const PeerCopy> copies) {
   }
   // One stream per destination device; the streams of all devices run at once.
   std::vector<std::unique_ptr<ScopedStream>> streams;
-  for (int d : devices) streams.push_back(std::make_unique<ScopedStream>(backend, d, "a device-to-device copy"));
+  // Each stream waits for the caller's work on its own device; copies from another device also
+  // wait for the caller's work there (a kernel still writing the source).
+  std::vector<int> sources;
+  for (const auto& c : copies) {
+    if (std::find(sources.begin(), sources.end(), c.src_device) == sources.end()) sources.push_back(c.src_device);
+  }
+  for (int d : devices) {
+    streams.push_back(std::make_unique<ScopedStream>(backend, d, "a device-to-device copy", options));
+    for (int src : sources) {
+      if (src != d) order_after_caller(backend, src, streams.back()->get(), options);
+    }
+  }
   auto stream_of = [&](int d) {
     return streams[static_cast<std::size_t>(std::find(devices.begin(), devices.end(), d) - devices.begin())]->get();
   };

@@ -343,7 +343,8 @@ PlacedStorage host_cow_view(const Bytes& cow, std::uint64_t file_offset, std::ui
   return out;
 }
 
-Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who, DeviceBackend* backend) {
+Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who, DeviceBackend* backend,
+                    const CudaOptions& options) {
   switch (placed.device.kind) {
     case Device::Kind::kCpu:
       return Bytes(placed.owner, static_cast<const std::uint8_t*>(placed.data), placed.nbytes);
@@ -353,7 +354,7 @@ Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who, DeviceB
                                                                           " but no device runtime is available");
       }
       std::vector<std::uint8_t> host(placed.nbytes);
-      device_download(*backend, placed.device.index, placed.data, host.data(), placed.nbytes, who);
+      device_download(*backend, placed.device.index, placed.data, host.data(), placed.nbytes, who, options);
       return Bytes::owned(std::move(host));
     }
     case Device::Kind::kMeta: break;

@@ -99,6 +99,7 @@ void populate_host(std::span<const PlacedStorage> storages, unsigned threads,
 /// The bytes of a placed storage as host Bytes: a view for CPU storages, a
 /// copy downloaded through `backend` for CUDA ones. Raises kInvalidArgument
 /// for meta storages.
-Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who, DeviceBackend* backend);
+Bytes host_bytes_of(const PlacedStorage& placed, const std::string& who, DeviceBackend* backend,
+                    const CudaOptions& options);
 
 }  // namespace maploc::remap::detail

@@ -198,6 +198,7 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     Loaded out;
     out.tensors_ = checkpoint.shared_tensors();
     out.inventory_ = inventory;
+    out.cuda_ = options.cuda;
     out.storages_.resize(storages.size());
     auto by_name = std::make_shared<maploc::detail::FlatIndex>(out.tensors_->size());
     for (std::size_t t = 0; t < out.tensors_->size(); ++t) {
@@ -282,7 +283,8 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     }
     if (!jobs.empty()) {
       const FileForReads file(checkpoint, jobs);
-      detail::upload(*inventory.backend, jobs, file.fd(), options.cuda, &meter);
+      detail::upload(*inventory.backend, jobs, file.fd(), options.cuda,
+                     options.cuda.arena ? detail::Destinations::kOwnArena : detail::Destinations::kSeparate, &meter);
     }
     return out;
   });

@@ -213,9 +213,11 @@ Loaded load_sliced(const torch::Checkpoint& checkpoint, const LoadOptions& optio
     placed[i].writable = true;
     placed[i].owner = std::shared_ptr<void>(std::const_pointer_cast<void>(buf.owner()), dst);
   }
-  if (!jobs.empty()) detail::upload(*inventory.backend, jobs, -1, options.cuda, nullptr);
+  if (!jobs.empty()) detail::upload(*inventory.backend, jobs, -1, options.cuda, detail::Destinations::kSeparate);
   if (options.slice_report) *options.slice_report = report;
-  return make_loaded(std::move(tensors), std::move(placed), inventory);
+  Loaded out = make_loaded(std::move(tensors), std::move(placed), inventory);
+  out.set_cuda_options(options.cuda);
+  return out;
 }
 
 }  // namespace maploc::remap

@@ -24,9 +24,10 @@ std::string storage_who(std::size_t storage, const std::vector<torch::Tensor>& t
 // message is looked for only where a message may need it (a copy from CUDA, meta):
 // a scan of every tensor per call made hashing every tensor quadratic.
 Bytes host_bytes_named(const PlacedStorage& placed, std::size_t storage, const std::vector<torch::Tensor>& tensors,
-                       DeviceBackend* backend) {
+                       DeviceBackend* backend, const CudaOptions& options) {
   return detail::host_bytes_of(
-      placed, placed.device.kind == Device::Kind::kCpu ? std::string() : storage_who(storage, tensors), backend);
+      placed, placed.device.kind == Device::Kind::kCpu ? std::string() : storage_who(storage, tensors), backend,
+      options);
 }
 
 std::string shape_str(std::span<const std::int64_t> shape) {
@@ -156,28 +157,28 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
       case Device::Kind::kCpu:
         if (from.device.kind == Device::Kind::kCuda) {  // straight into its new host buffer
           placed[k] = detail::host_allocate(from.nbytes, nullptr, who[k]);
-          detail::device_download(*backend, from.device.index, from.data, placed[k].data, from.nbytes, who[k]);
+          detail::device_download(*backend, from.device.index, from.data, placed[k].data, from.nbytes, who[k], cuda_);
         } else {
-          placed[k] = detail::host_copy(detail::host_bytes_of(from, who[k], backend), 1, nullptr, who[k]);
+          placed[k] = detail::host_copy(detail::host_bytes_of(from, who[k], backend, cuda_), 1, nullptr, who[k]);
         }
         break;
       case Device::Kind::kCuda:
         if (from.device.kind == Device::Kind::kCuda) {  // device to device, never through the host
           peers.push_back({placed[k].data, device.index, from.data, from.device.index, from.nbytes, who[k]});
         } else {
-          jobs.push_back({detail::host_bytes_of(from, who[k], backend), -1, 1, placed[k].data, device.index, who[k]});
+          jobs.push_back({detail::host_bytes_of(from, who[k], backend, cuda_), -1, 1, placed[k].data, device.index, who[k]});
         }
         break;
     }
   }
-  if (!peers.empty()) detail::device_copy(*backend, peers);
-  if (!jobs.empty()) detail::upload(*backend, jobs, -1, CudaOptions{});
+  if (!peers.empty()) detail::device_copy(*backend, peers, cuda_);
+  if (!jobs.empty()) detail::upload(*backend, jobs, -1, cuda_, detail::Destinations::kSeparate);
   for (std::size_t k = 0; k < moving.size(); ++k) storages_[moving[k]] = std::move(placed[k]);
 }
 
 std::vector<std::uint8_t> Loaded::host_bytes(std::size_t storage) const {
   check_index(storage, storages_.size(), "storage");
-  const Bytes b = host_bytes_named(storages_[storage], storage, *tensors_, inventory_.backend.get());
+  const Bytes b = host_bytes_named(storages_[storage], storage, *tensors_, inventory_.backend.get(), cuda_);
   return std::vector<std::uint8_t>(b.data(), b.data() + b.size());
 }
 
@@ -189,7 +190,7 @@ std::string Loaded::tensor_sha256(std::size_t tensor) const {
                 "tensor '" + t.name + "' has no storage of its own (kind " +
                     std::string(torch::tensor_kind_name(t.kind)) + "); hash its components instead");
   }
-  const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_, inventory_.backend.get());
+  const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_, inventory_.backend.get(), cuda_);
   Sha256 sha;
   torch::for_each_value_chunk(t, bytes, torch::ByteOrder::kLittle,
                               [&](std::span<const std::uint8_t> chunk) { sha.update(chunk); });
@@ -236,7 +237,7 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
     if (matched[d] == SIZE_MAX) continue;
     const torch::Tensor& t = (*tensors_)[matched[d]];
     const Destination& dst = destinations[d];
-    const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_, backend);
+    const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_, backend, cuda_);
     std::vector<std::uint8_t> staged;
     auto* out = static_cast<std::uint8_t*>(dst.data);
     if (dst.device.kind != Device::Kind::kCpu) out = nullptr;
@@ -253,7 +254,7 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
     }
     report.loaded.push_back(dst.name);
   }
-  if (!jobs.empty()) detail::upload(*backend, jobs, -1, CudaOptions{});
+  if (!jobs.empty()) detail::upload(*backend, jobs, -1, cuda_, detail::Destinations::kSeparate);
   return report;
 }
 

@@ -199,13 +199,22 @@ SimulatedBackend::Status SimulatedBackend::event_destroy(Event e) {
   return events_.size() == before ? kInvalidHandle : 0;
 }
 
+SimulatedBackend::Status SimulatedBackend::context_active(int device, bool* active) {
+  *active = true;  // the simulator has no contexts: restoring a device costs nothing
+  return device < 0 || device >= device_count() ? kInvalidDevice : 0;
+}
+
 SimulatedBackend::Status SimulatedBackend::event_record(Event e, Stream s) {
   const std::lock_guard lock(mutex_);
-  StreamState* stream = stream_of(s);
   auto* event = static_cast<EventState*>(e);
-  if (stream == nullptr || std::none_of(events_.begin(), events_.end(), [&](const auto& p) { return p.get() == e; })) {
-    return kInvalidHandle;
+  if (std::none_of(events_.begin(), events_.end(), [&](const auto& p) { return p.get() == e; })) return kInvalidHandle;
+  if (s == nullptr) {  // the default stream: nothing of a caller's is ever queued there
+    event->stream = nullptr;
+    event->at = 0;
+    return 0;
   }
+  StreamState* stream = stream_of(s);
+  if (stream == nullptr) return kInvalidHandle;
   if (event->device != stream->device) return kInvalidHandle;  // as CUDA: event and stream of one device
   event->stream = stream;
   event->at = stream->enqueued;
@@ -220,6 +229,18 @@ SimulatedBackend::Status SimulatedBackend::event_sync(Event e) {
   auto* event = static_cast<EventState*>(e);
   if (event->stream == nullptr) return 0;  // never recorded, or its stream finished and went
   return wait_locked(lock, event->stream, event->at);
+}
+
+SimulatedBackend::Status SimulatedBackend::stream_wait_event(Stream s, Event e) {
+  std::unique_lock lock(mutex_);
+  if (stream_of(s) == nullptr ||
+      std::none_of(events_.begin(), events_.end(), [&](const auto& p) { return p.get() == e; })) {
+    return kInvalidHandle;
+  }
+  // Stronger than CUDA (the host waits, not only the stream): the same order, and the simulator
+  // has no other work that could be held up.
+  auto* event = static_cast<EventState*>(e);
+  return event->stream == nullptr ? 0 : wait_locked(lock, event->stream, event->at);
 }
 
 const SimulatedBackend::Block* SimulatedBackend::find_locked(const void* p, std::uint64_t n, int device) const {

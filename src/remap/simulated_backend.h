@@ -71,6 +71,7 @@ class SimulatedBackend final : public DeviceBackend {
   int device_count() override;
   Status get_device(int* device) override;
   Status set_device(int device) override;
+  Status context_active(int device, bool* active) override;
   Status mem_info(std::uint64_t* free, std::uint64_t* total) override;
   Status device_alloc(void** p, std::uint64_t n) override;
   Status device_free(void* p) override;
@@ -79,6 +80,7 @@ class SimulatedBackend final : public DeviceBackend {
   Status stream_create(Stream* s) override;
   Status stream_destroy(Stream s) override;
   Status stream_sync(Stream s) override;
+  Status stream_wait_event(Stream s, Event e) override;
   Status event_create(Event* e) override;
   Status event_destroy(Event e) override;
   Status event_record(Event e, Stream s) override;

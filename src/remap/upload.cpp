@@ -195,9 +195,10 @@ namespace {
 // destination that is about to be freed) and everything is destroyed.
 class Lanes {
  public:
-  Lanes(DeviceBackend& backend, const std::vector<int>& devices, std::size_t buffers) : backend_(backend) {
+  Lanes(DeviceBackend& backend, const std::vector<int>& devices, std::size_t buffers, const CudaOptions& options)
+      : backend_(backend) {
     try {
-      make(devices, buffers);
+      make(devices, buffers, options);
     } catch (const Error&) {
       release();  // a constructor that fails frees what it made
       throw;
@@ -217,7 +218,7 @@ class Lanes {
   }
 
  private:
-  void make(const std::vector<int>& devices, std::size_t buffers) {
+  void make(const std::vector<int>& devices, std::size_t buffers, const CudaOptions& options) {
     DeviceBackend& backend = backend_;
     for (int d : devices) {
       const std::string where = "cuda:" + std::to_string(d);
@@ -225,6 +226,7 @@ class Lanes {
       lane.device = d;
       check_device(backend, backend.set_device(d), "selecting " + where);
       check_device(backend, backend.stream_create(&lane.stream), "creating a copy stream on " + where);
+      order_after_caller(backend, d, lane.stream, options);
       for (std::size_t k = 0; k < buffers; ++k) {
         DeviceBackend::Event e = nullptr;
         check_device(backend, backend.event_create(&e), "creating a copy event on " + where);
@@ -391,17 +393,19 @@ std::vector<Batch> all_batches(std::span<const UploadJob> jobs, std::uint64_t ca
 }  // namespace
 
 void upload(DeviceBackend& backend, std::span<const UploadJob> jobs, int fd, const CudaOptions& options,
-            maploc::detail::ProgressMeter* meter, const UploadHooks& hooks) {
+            Destinations destinations, maploc::detail::ProgressMeter* meter, const UploadHooks& hooks) {
   const std::uint64_t capacity = std::max<std::uint64_t>(options.staging_bytes / 64 * 64, 64);
   std::vector<int> devices;
-  const std::vector<Batch> batches = all_batches(jobs, capacity, options.arena, &devices);
+  // Gaps between destinations are sent over only inside maploc's own arena, where they are padding.
+  const bool coalesce = destinations == Destinations::kOwnArena || hooks.coalesce_anywhere;
+  const std::vector<Batch> batches = all_batches(jobs, capacity, coalesce, &devices);
   if (batches.empty()) return;
   const DeviceGuard guard(&backend);
   const std::size_t ring_size = std::clamp<std::size_t>(options.staging_buffers, 1, 64);
   // Destroyed in reverse: the readers stop, the streams drain, then the ring goes back.
   const StagingCache staging(backend, ring_size, capacity);
   const Ring& ring = staging.ring();
-  Lanes lanes(backend, devices, ring.size());
+  Lanes lanes(backend, devices, ring.size(), options);
   Readers readers(jobs, batches, fd, std::clamp(options.reader_threads, 1u, 64u));
 
   // last[k]: the batch whose copies last left buffer k (SIZE_MAX: none).
@@ -416,13 +420,19 @@ void upload(DeviceBackend& backend, std::span<const UploadJob> jobs, int fd, con
     check_device(backend, backend.event_sync(lanes.of(b.device).events[k]),
                  "copying " + batch_who(jobs, b) + " to cuda:" + std::to_string(b.device));
   };
+  // Batches are published `ahead` in advance. A buffer is settled (its copies waited for) only when
+  // it is filled again, after the next batch's copies were enqueued: every device always has a
+  // batch queued behind the one it is copying, so its link never waits for the host, and the
+  // devices of interleaved batches copy at once. One buffer cannot overlap anything.
+  const std::size_t ahead = std::max<std::size_t>(ring.size() - 1, 1);
+  auto publish = [&](std::size_t p) {
+    const std::size_t k = p % ring.size();
+    if (!hooks.refill_before_copy_done) settle(k);
+    readers.publish(p, ring.buffer(k));
+  };
   std::size_t published = 0;
+  for (; published < batches.size() && published < ahead; ++published) publish(published);
   for (std::size_t s = 0; s < batches.size(); ++s) {
-    for (; published < batches.size() && published < s + ring.size(); ++published) {
-      const std::size_t k = published % ring.size();
-      if (!hooks.refill_before_copy_done) settle(k);
-      readers.publish(published, ring.buffer(k));
-    }
     readers.wait(s);
     const Batch& b = batches[s];
     const std::size_t k = s % ring.size();
@@ -438,6 +448,7 @@ void upload(DeviceBackend& backend, std::span<const UploadJob> jobs, int fd, con
     check_device(backend, backend.event_record(lane.events[k], lane.stream), "recording a copy event on " + where);
     last[k] = s;
     if (meter != nullptr) meter->add(b.staged);
+    if (published < batches.size()) publish(published++);
   }
   // The last batches, oldest first.
   std::vector<std::size_t> order(ring.size());

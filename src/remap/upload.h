@@ -22,9 +22,9 @@ std::shared_ptr<void> device_allocate(const std::shared_ptr<DeviceBackend>& back
 /// n bytes of page-locked host memory; the owner frees it. Raises as device_allocate.
 std::shared_ptr<void> pinned_allocate(const std::shared_ptr<DeviceBackend>& backend, std::uint64_t n, void** out,
                                       const std::string& who);
-/// Copies n bytes of device memory on `device` to host memory, waiting for it.
+/// Copies n bytes of device memory on `device` to host memory, after the caller's work, waiting for it.
 void device_download(DeviceBackend& backend, int device, const void* src, void* dst, std::uint64_t n,
-                     const std::string& who);
+                     const std::string& who, const CudaOptions& options);
 
 /// One device-to-device copy for device_copy().
 struct PeerCopy {
@@ -37,7 +37,7 @@ struct PeerCopy {
 };
 /// Copies device memory to device memory, never through the host (peer
 /// copies between devices), one stream per destination device, and waits.
-void device_copy(DeviceBackend& backend, std::span<const PeerCopy> copies);
+void device_copy(DeviceBackend& backend, std::span<const PeerCopy> copies, const CudaOptions& options);
 
 /// One storage to upload.
 struct UploadJob {
@@ -53,20 +53,33 @@ struct UploadJob {
 /// show the simulator catches them.
 struct UploadHooks {
   bool refill_before_copy_done = false;  ///< reuse a staging buffer without waiting for its event
+  bool coalesce_anywhere = false;        ///< send gaps between any destinations (as before issue 26)
 };
+
+/// What lies between upload destinations. Only maploc's own arena (load())
+/// may have its gaps overwritten: elsewhere (to(), load_into, slices) a gap
+/// is memory of someone else's, or another allocation.
+enum class Destinations : std::uint8_t { kSeparate, kOwnArena };
+
+/// Makes `stream` (of any device) wait for the work queued so far on the
+/// caller's stream of `device` (options.streams; the legacy default stream
+/// where none is given), so maploc's copies land after a fill or kernel the
+/// caller enqueued before calling. Selects `device`.
+void order_after_caller(DeviceBackend& backend, int device, DeviceBackend::Stream stream, const CudaOptions& options);
 
 /// Fills every job's device memory: reader threads (options.reader_threads,
 /// alive for the whole upload) pread the file (or copy inflated/in-memory
 /// sources) into the backend's reused ring of pinned staging buffers,
 /// byte-swapping there, while the copy engine drains the buffers filled
-/// before; small jobs share a buffer, and with options.arena neighbouring
+/// before; small jobs share a buffer, and in maploc's own arena neighbouring
 /// destinations share one transfer. Batches of different devices are
-/// interleaved, so several devices fill at once. Returns after every copy
+/// interleaved, so several devices fill at once. Copies are ordered after the
+/// caller's stream (order_after_caller). Returns after every copy
 /// completed. On failure everything the upload made is gone (the caller owns
 /// the destinations) and the error names the storage: kIoRead for the file,
 /// kRemapDevice for the runtime (a failed background copy names a storage of
 /// the batch it failed in).
 void upload(DeviceBackend& backend, std::span<const UploadJob> jobs, int fd, const CudaOptions& options,
-            maploc::detail::ProgressMeter* meter = nullptr, const UploadHooks& hooks = {});
+            Destinations destinations, maploc::detail::ProgressMeter* meter = nullptr, const UploadHooks& hooks = {});
 
 }  // namespace maploc::remap::detail

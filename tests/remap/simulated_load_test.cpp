@@ -196,7 +196,7 @@ TEST_CASE("load_into checks that device destinations are device memory of that d
   };
   loaded.load_into(dest(Device::cuda(1), dev), false);
   std::vector<std::uint8_t> host(16 * 8 * 4);
-  remap::detail::device_download(*s.sim, 1, dev, host.data(), host.size(), "test");
+  remap::detail::device_download(*s.sim, 1, dev, host.data(), host.size(), "test", {});
   CHECK(Sha256::hex(host) == manifest["tensors"][0]["sha256"].get<std::string>());
   // The wrong device, host memory said to be a device's, device memory said to be the host's.
   for (const auto& [d, p] : {std::pair{Device::cuda(0), dev}, std::pair{Device::cuda(1), static_cast<void*>(host.data())},

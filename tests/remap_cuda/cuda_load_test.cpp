@@ -83,7 +83,7 @@ TEST_CASE("load_into fills caller-owned device buffers", "[cuda]") {
   std::vector<remap::Destination> d = {{"0.weight", Device::cuda(0), dev, torch::DType::kFloat32, {16, 8}}};
   loaded.load_into(d, false);
   std::vector<std::uint8_t> host(16 * 8 * 4);
-  remap::detail::device_download(runtime(), 0, dev, host.data(), host.size(), "test");
+  remap::detail::device_download(runtime(), 0, dev, host.data(), host.size(), "test", {});
   CHECK(Sha256::hex(host) == manifest["tensors"][0]["sha256"].get<std::string>());
 }
 

@@ -34,8 +34,9 @@ struct DeviceInventory {
   int cuda_device_count = 0;
   /// True when maploc was built with the CUDA backend.
   bool cuda_built = false;
-  /// Why no CUDA device is usable, when none is (a missing runtime library
-  /// and how to install it, no driver); empty otherwise.
+  /// Why no CUDA device is usable, when none is: each runtime library tried and
+  /// what it said (missing, too old, newer than the driver, no device) and how to
+  /// fix it. Where a device is usable: empty, or the libraries passed over first.
   std::string cuda_note;
   /// The runtime that allocates and copies: the CUDA runtime (loaded with
   /// dlopen on first use), a simulated device, or null (nothing can be placed

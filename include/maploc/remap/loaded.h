@@ -33,7 +33,18 @@ enum class HostMemory : std::uint8_t {
 /// says how the defaults were chosen. The staging ring is made once per
 /// device runtime and reused by every later load, to() and load_into with the
 /// same geometry.
+/// The caller's CUDA stream on one device (a cudaStream_t, e.g. torch.cuda.current_stream(d).cuda_stream).
+struct CallerStream {
+  int device = 0;
+  void* stream = nullptr;  ///< null: the legacy default stream
+};
+
 struct CudaOptions {
+  /// Stream contract (docs/cuda.md): every copy maploc makes into or out of device memory starts
+  /// after the work queued, when the call is made, on the caller's stream of that device: the one
+  /// named here, or the legacy default stream (stream 0) for devices not named. maploc's calls
+  /// return only after their copies completed, so later work on any stream sees the bytes.
+  std::vector<CallerStream> streams;
   std::uint64_t staging_bytes = std::uint64_t{16} << 20;  ///< size of one pinned staging buffer
   unsigned staging_buffers = 4;                            ///< buffers in the ring
   unsigned reader_threads = 4;                             ///< threads filling the ring, alive for the load
@@ -139,6 +150,11 @@ class Loaded {
   /// raises it, naming the tensor.
   LoadIntoReport load_into(std::span<const Destination> destinations, bool strict = true) const;
 
+  /// The CUDA options to(), cpu(), host_bytes(), tensor_sha256() and load_into use: those of
+  /// the load, until changed here (for instance to order them after another caller stream).
+  const CudaOptions& cuda_options() const noexcept { return cuda_; }
+  void set_cuda_options(CudaOptions options) { cuda_ = std::move(options); }
+
  private:
   friend Loaded load(const torch::Checkpoint&, const LoadOptions&);
   friend Loaded make_loaded(std::shared_ptr<const std::vector<torch::Tensor>>, std::vector<PlacedStorage>,
@@ -148,6 +164,7 @@ class Loaded {
   std::vector<PlacedStorage> storages_;
   std::shared_ptr<const maploc::detail::FlatIndex> by_name_;  ///< tensor names, hashed
   DeviceInventory inventory_;
+  CudaOptions cuda_;
 };
 
 /// Plans (make_plan + check_fits), then allocates every storage on its
