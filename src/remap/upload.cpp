@@ -401,6 +401,9 @@ void upload(DeviceBackend& backend, std::span<const UploadJob> jobs, int fd, con
   const std::vector<Batch> batches = all_batches(jobs, capacity, coalesce, &devices);
   if (batches.empty()) return;
   const DeviceGuard guard(&backend);
+  // The ring is made in the context of a device the upload uses, never in a context of the
+  // caller's current device that would otherwise not exist.
+  check_device(backend, backend.set_device(devices.front()), "selecting cuda:" + std::to_string(devices.front()));
   const std::size_t ring_size = std::clamp<std::size_t>(options.staging_buffers, 1, 64);
   // Destroyed in reverse: the readers stop, the streams drain, then the ring goes back.
   const StagingCache staging(backend, ring_size, capacity);
