@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <string>
 
 using namespace maploc::standin;
@@ -332,5 +333,33 @@ TEST_CASE("accounting: live resources, and configure refuses while any is live")
   CHECK(c.cudaEventDestroy(e) == cuda::kErrorInvalidResourceHandle);
   REQUIRE(c.cudaFree(p) == 0);
   REQUIRE(c.cudaFreeHost(h) == 0);
+  require_clean(c);
+}
+
+TEST_CASE("exit: anything live or an unacknowledged violation ends the process with status 86") {
+  Control& c = fresh();
+  for (int variant = 0; variant < 3; ++variant) {
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      void* p = nullptr;
+      if (variant == 0) (void)c.cudaMalloc(&p, 64);  // a leak
+      if (variant == 1) {                            // a violation nobody acknowledged
+        unsigned char host[8] = {};
+        void* q = nullptr;
+        (void)c.cudaMalloc(&q, 4);
+        (void)c.protect(q, 4);
+        (void)c.cudaMemcpyAsync(q, host, 4, kH2D, nullptr);
+        (void)c.cudaFree(q);
+      }
+      if (variant == 2) (void)c.cudaHostAlloc(&p, 64, 0);  // pinned buffers are only reported
+      std::exit(0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    INFO("variant " << variant);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == (variant == 2 ? 0 : 86));
+  }
   require_clean(c);
 }
