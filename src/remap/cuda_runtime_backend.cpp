@@ -289,12 +289,13 @@ std::shared_ptr<DeviceBackend> load_cuda_runtime(const std::string& libraries, s
     int count = 0;
     const cuda::Error rc = api.device_count(&count);
     const std::string described = library + " (runtime " + version_text(version) + ", driver " +
-                                  (driver > 0 ? version_text(driver) : std::string("none")) + ")";
+                                  (driver > 0 ? version_text(driver) : std::string("none: no NVIDIA driver is loaded")) +
+                                  ")";
     if (rc != cuda::kSuccess || count <= 0) {
       api.last_error();
       const std::string err =
           rc != cuda::kSuccess ? std::string(api.error_name(rc)) + " (" + api.error_string(rc) + ")" : "0 devices";
-      note(described + " reports no device: " + err);
+      note(described + " finds no device: " + err);
       // A runtime newer than the driver: an older runtime further down the list may still work.
       // Never unloaded: a runtime that has been initialised is not safe to unload.
       if (rc == cuda::kErrorInsufficientDriver || without_device) continue;
@@ -305,10 +306,10 @@ std::shared_ptr<DeviceBackend> load_cuda_runtime(const std::string& libraries, s
     *why = tried;  // what was tried before this one, for the record
     return std::make_shared<CudaRuntime>(api, resolve_driver(lib), library, version, driver, count);
   }
-  *why = "no usable CUDA runtime with a device (" + tried +
-         "); install the CUDA runtime 11 or later (libcudart.so.12 or .13, e.g. the cuda-cudart package) and a "
-         "driver at least as new, where the dynamic loader finds them, or name the runtime in "
-         "MAPLOC_CUDART=/path/to/libcudart.so.N";
+  *why = "no CUDA device is usable: " + tried +
+         ". A GPU with its NVIDIA driver and a CUDA runtime 11 or later no newer than the driver "
+         "(libcudart.so.12 or .13, e.g. the cuda-cudart package) are needed; MAPLOC_CUDART=/path/to/libcudart.so.N "
+         "chooses the runtime";
   return without_device;
 }
 

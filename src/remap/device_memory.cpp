@@ -95,12 +95,8 @@ std::shared_ptr<void> pinned_allocate(const std::shared_ptr<DeviceBackend>& back
 
 void device_download(DeviceBackend& backend, int device, const void* src, void* dst, std::uint64_t n,
                      const std::string& who, const CudaOptions& options) {
-  if (n == 0) return;
-  const DeviceGuard guard(&backend);
-  const ScopedStream stream(backend, device, who, options);
-  const std::string what = "copying " + who + " back from cuda:" + std::to_string(device);
-  check_device(backend, backend.copy_async(dst, src, n, DeviceBackend::CopyKind::kDeviceToHost, stream.get()), what);
-  check_device(backend, backend.stream_sync(stream.get()), what);
+  const DownloadJob job{src, device, static_cast<std::uint8_t*>(dst), n, who};
+  download(backend, std::span(&job, 1), options);
 }
 
 void device_copy(DeviceBackend& backend, std::span<const PeerCopy> copies, const CudaOptions& options) {

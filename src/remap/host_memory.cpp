@@ -233,15 +233,29 @@ HostArena host_arena(std::uint64_t bytes, const std::string& who) {
   return arena;
 }
 
+HostArena pinned_arena(const std::shared_ptr<DeviceBackend>& backend, std::uint64_t bytes, const std::string& who) {
+  HostArena arena;
+  if (bytes == 0) return arena;
+  void* p = nullptr;
+  arena.owner = pinned_allocate(backend, bytes, &p, who);
+  arena.next = static_cast<std::uint8_t*>(p);
+  arena.end = arena.next + bytes;
+  arena.pinned = true;
+  return arena;
+}
+
 PlacedStorage host_allocate(HostArena& arena, std::uint64_t nbytes, const std::string& who) {
   if (nbytes == 0 || host_arena_slice(nbytes) > static_cast<std::uint64_t>(arena.end - arena.next)) {
-    return host_allocate(nbytes, nullptr, who);
+    PlacedStorage out = host_allocate(nbytes, nullptr, who);
+    if (nbytes == 0) out.pinned = arena.pinned;
+    return out;
   }
   PlacedStorage out;
   out.device = Device::cpu();
   out.nbytes = nbytes;
   out.writable = true;
   out.data = arena.next;
+  out.pinned = arena.pinned;
   out.owner = std::shared_ptr<void>(arena.owner, arena.next);
   arena.next += host_arena_slice(nbytes);
   return out;

@@ -31,10 +31,15 @@ struct HostArena {
   std::shared_ptr<void> owner;
   std::uint8_t* next = nullptr;
   std::uint8_t* end = nullptr;
+  bool pinned = false;  ///< page-locked (pinned_arena)
 };
 
 /// An arena for `bytes` in all (slices included); raises kRemapOutOfMemory.
 HostArena host_arena(std::uint64_t bytes, const std::string& who);
+
+/// An arena of `bytes` of page-locked memory from `backend`, in one allocation; raises as
+/// pinned_allocate().
+HostArena pinned_arena(const std::shared_ptr<DeviceBackend>& backend, std::uint64_t bytes, const std::string& who);
 
 /// A writable CPU storage of `nbytes` cut from `arena`, or from host_allocate()
 /// when the arena has no room left.

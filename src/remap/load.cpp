@@ -90,7 +90,7 @@ std::int64_t file_offset_of(const torch::Checkpoint& checkpoint, const torch::St
 template <class Names>
 PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, const LoadOptions& options,
                             const std::optional<Bytes>& cow, Names& names, std::vector<detail::HostFill>& fills,
-                            detail::HostArena& arena, const std::shared_ptr<DeviceBackend>& backend) {
+                            detail::HostArena& arena) {
   const torch::Storage& s = checkpoint.storages()[i];
   const std::size_t unit = swap_unit_for(checkpoint, s);
   const Bytes raw = checkpoint.storage_bytes(i);
@@ -100,9 +100,8 @@ PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, 
     return detail::host_cow_view(*cow, s.file_offset, s.nbytes);
   }
   const std::string who = detail::describe_storage(s, names(i));
-  PlacedStorage placed = options.host == HostMemory::kOwnedCopy
-                             ? detail::host_allocate(arena, raw.size(), who)
-                             : detail::host_allocate(raw.size(), options.host == HostMemory::kPinned ? backend : nullptr, who);
+  const bool in_arena = options.host == HostMemory::kOwnedCopy || options.host == HostMemory::kPinned;
+  PlacedStorage placed = in_arena ? detail::host_allocate(arena, raw.size(), who) : detail::host_allocate(raw.size(), nullptr, who);
   if (!raw.empty()) {
     fills.push_back({static_cast<std::uint8_t*>(placed.data), raw, unit, file_offset_of(checkpoint, s, raw)});
   }
@@ -226,14 +225,17 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     std::optional<Bytes> cow;
     if (options.writable && options.host == HostMemory::kMappedView) cow = copy_on_write_mapping(checkpoint);
 
-    // Private copies on the host share one mapping in huge pages (host_memory.h, HostArena).
+    // Private copies on the host share one mapping in huge pages (host_memory.h, HostArena);
+    // pinned copies share one page-locked allocation (one cudaHostAlloc, not one per storage).
     detail::HostArena arena;
-    if (options.host == HostMemory::kOwnedCopy) {
+    if (options.host == HostMemory::kOwnedCopy || options.host == HostMemory::kPinned) {
       std::uint64_t total = 0;
       for (std::size_t i = 0; i < storages.size(); ++i) {
         if (plan.targets[i].kind == Device::Kind::kCpu) total += detail::host_arena_slice(storages[i].nbytes);
       }
-      arena = detail::host_arena(total, "the private copies of " + checkpoint.path());
+      arena = options.host == HostMemory::kPinned
+                  ? detail::pinned_arena(inventory.backend, total, "the pinned copies of " + checkpoint.path())
+                  : detail::host_arena(total, "the private copies of " + checkpoint.path());
     }
     std::vector<detail::UploadJob> jobs;
     std::vector<detail::HostFill> fills;
@@ -247,7 +249,7 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
           placed.nbytes = s.nbytes;
           break;
         case Device::Kind::kCpu:
-          placed = place_on_host(checkpoint, i, options, cow, names, fills, arena, inventory.backend);
+          placed = place_on_host(checkpoint, i, options, cow, names, fills, arena);
           break;
         case Device::Kind::kCuda: {
           // Built only here: a mapped view never names its storage, and W1 has 30,000 of them.

@@ -147,6 +147,7 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
   }
   std::vector<detail::UploadJob> jobs;
   std::vector<detail::PeerCopy> peers;
+  std::vector<detail::DownloadJob> downloads;
   for (std::size_t k = 0; k < moving.size(); ++k) {
     const PlacedStorage& from = storages_[moving[k]];
     placed[k].device = device;
@@ -157,7 +158,7 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
       case Device::Kind::kCpu:
         if (from.device.kind == Device::Kind::kCuda) {  // straight into its new host buffer
           placed[k] = detail::host_allocate(from.nbytes, nullptr, who[k]);
-          detail::device_download(*backend, from.device.index, from.data, placed[k].data, from.nbytes, who[k], cuda_);
+          downloads.push_back({from.data, from.device.index, static_cast<std::uint8_t*>(placed[k].data), from.nbytes, who[k]});
         } else {
           placed[k] = detail::host_copy(detail::host_bytes_of(from, who[k], backend, cuda_), 1, nullptr, who[k]);
         }
@@ -171,6 +172,7 @@ void Loaded::to(const Device& device, std::string_view name_glob) {
         break;
     }
   }
+  if (!downloads.empty()) detail::download(*backend, downloads, cuda_);  // all at once, through the ring
   if (!peers.empty()) detail::device_copy(*backend, peers, cuda_);
   if (!jobs.empty()) detail::upload(*backend, jobs, -1, cuda_, detail::Destinations::kSeparate);
   for (std::size_t k = 0; k < moving.size(); ++k) storages_[moving[k]] = std::move(placed[k]);

@@ -460,4 +460,80 @@ void upload(DeviceBackend& backend, std::span<const UploadJob> jobs, int fd, con
   for (std::size_t k : order) settle(k);
 }
 
+void download(DeviceBackend& backend, std::span<const DownloadJob> jobs, const CudaOptions& options) {
+  const std::uint64_t capacity = std::max<std::uint64_t>(options.staging_bytes / 64 * 64, 64);
+  std::vector<int> devices;
+  for (const auto& j : jobs) {
+    if (j.n > 0 && std::find(devices.begin(), devices.end(), j.device) == devices.end()) devices.push_back(j.device);
+  }
+  if (devices.empty()) return;
+  const DeviceGuard guard(&backend);
+  check_device(backend, backend.set_device(devices.front()), "selecting cuda:" + std::to_string(devices.front()));
+  const StagingCache staging(backend, std::clamp<std::size_t>(options.staging_buffers, 1, 64), capacity);
+  const Ring& ring = staging.ring();
+  Lanes lanes(backend, devices, ring.size(), options);
+
+  // One piece of a job: n bytes at src to dst, through the staging buffer at staging_off.
+  struct Piece {
+    const std::uint8_t* src;
+    std::uint8_t* dst;
+    std::uint64_t staging_off;
+    std::uint64_t n;
+    std::size_t job;
+  };
+  struct InFlight {
+    int device = -1;  // -1: the buffer is free
+    std::vector<Piece> pieces;
+  };
+  std::vector<InFlight> flight(ring.size());
+  auto what = [&](const Piece& p) { return "copying " + jobs[p.job].who + " back from cuda:" + std::to_string(jobs[p.job].device); };
+  // Waits for buffer k's copies, then moves their bytes to their destinations.
+  auto drain = [&](std::size_t k) {
+    InFlight& f = flight[k];
+    if (f.device < 0) return;
+    check_device(backend, backend.event_sync(lanes.of(f.device).events[k]), what(f.pieces.front()));
+    for (const Piece& p : f.pieces) std::memcpy(p.dst, ring.buffer(k) + p.staging_off, static_cast<std::size_t>(p.n));
+    f.device = -1;
+    f.pieces.clear();
+  };
+  std::size_t k = 0;
+  int device = -1;
+  std::vector<Piece> batch;
+  std::uint64_t used = 0;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    drain(k);
+    auto& lane = lanes.of(device);
+    check_device(backend, backend.set_device(device), "selecting cuda:" + std::to_string(device));
+    for (const Piece& p : batch) {
+      check_device(backend,
+                   backend.copy_async(ring.buffer(k) + p.staging_off, p.src, p.n, DeviceBackend::CopyKind::kDeviceToHost,
+                                      lane.stream),
+                   what(p));
+    }
+    check_device(backend, backend.event_record(lane.events[k], lane.stream),
+                 "recording a copy event on cuda:" + std::to_string(device));
+    flight[k].device = device;
+    flight[k].pieces.swap(batch);
+    batch.clear();
+    used = 0;
+    k = (k + 1) % ring.size();
+  };
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const DownloadJob& job = jobs[j];
+    if (job.device != device) flush();
+    device = job.device;
+    for (std::uint64_t done = 0; done < job.n;) {
+      if (used == capacity) flush();
+      const std::uint64_t n = std::min(job.n - done, capacity - used);
+      batch.push_back({static_cast<const std::uint8_t*>(job.src) + done, job.dst + done, used, n, j});
+      used = (used + n + 63) / 64 * 64;  // each piece 64-byte aligned in staging
+      if (used > capacity) used = capacity;
+      done += n;
+    }
+  }
+  flush();
+  for (std::size_t i = 0; i < ring.size(); ++i) drain((k + i) % ring.size());  // oldest first
+}
+
 }  // namespace maploc::remap::detail

@@ -22,7 +22,21 @@ std::shared_ptr<void> device_allocate(const std::shared_ptr<DeviceBackend>& back
 /// n bytes of page-locked host memory; the owner frees it. Raises as device_allocate.
 std::shared_ptr<void> pinned_allocate(const std::shared_ptr<DeviceBackend>& backend, std::uint64_t n, void** out,
                                       const std::string& who);
-/// Copies n bytes of device memory on `device` to host memory, after the caller's work, waiting for it.
+/// One storage (or part) to bring back from a device.
+struct DownloadJob {
+  const void* src = nullptr;  ///< device memory on `device`
+  int device = 0;
+  std::uint8_t* dst = nullptr;  ///< host memory (any kind)
+  std::uint64_t n = 0;
+  std::string who;
+};
+/// Copies every job's device memory to its host destination through the
+/// backend's pinned staging ring (DMA at full speed into page-locked memory,
+/// then a memcpy out while the next buffers copy), one stream per device,
+/// after the caller's work (order_after_caller); returns when all is there.
+void download(DeviceBackend& backend, std::span<const DownloadJob> jobs, const CudaOptions& options);
+
+/// download() of one job.
 void device_download(DeviceBackend& backend, int device, const void* src, void* dst, std::uint64_t n,
                      const std::string& who, const CudaOptions& options);
 

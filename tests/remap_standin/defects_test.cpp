@@ -1,7 +1,11 @@
 // defects_test.cpp - maploc's real CUDA adapter against the CUDA runtime stand-in: each defect of
 // issue 26 reproduced through the public API (every test failed on the code before the fix).
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "maploc/remap/loaded.h"
@@ -218,6 +222,69 @@ TEST_CASE("events block rather than spin (issue 26, 9)", "[standin][defect]") {
     check_all_equal_manifest(loaded);
   }
   CHECK(s.sc.spinning_waits() == 0);
+}
+
+TEST_CASE("a runtime newer than the driver gives way to the next library; each library's error is kept (issue 26, 5)",
+          "[standin][defect]") {
+  auto& sc = standin::Control::get();
+  const std::string first = standin::Control::path();
+  std::string why;
+  SECTION("runtime 13.0 over driver 12.4, then a runtime 12.4") {
+    REQUIRE(sc.configure("devices=1,runtime=13000,driver=12040") == 0);
+    CHECK(remap::detail::load_cuda_runtime(first, &why) == nullptr);
+    CHECK_THAT(why, Catch::Contains(first) && Catch::Contains("cudaErrorInsufficientDriver") &&
+                        Catch::Contains("MAPLOC_CUDART"));
+    // A second runtime library (a copy: its own instance), configured as a CUDA 12.4 runtime.
+    const auto second = std::filesystem::temp_directory_path() /
+                        ("maploc-standin-12-" + std::to_string(::getpid()) + ".so");
+    std::filesystem::copy_file(first, second, std::filesystem::copy_options::overwrite_existing);
+    REQUIRE(::setenv("MAPLOC_STANDIN", "devices=1,runtime=12040,driver=12040", 1) == 0);
+    auto backend = remap::detail::load_cuda_runtime(first + ":" + second.string(), &why);
+    ::unsetenv("MAPLOC_STANDIN");
+    std::filesystem::remove(second);
+    REQUIRE(backend);
+    CHECK(backend->device_count() == 1);
+    CHECK_THAT(backend->name(), Catch::Contains(second.string()) && Catch::Contains("runtime 12.4"));
+    CHECK_THAT(why, Catch::Contains(first) && Catch::Contains("cudaErrorInsufficientDriver"));
+    backend->release_staging();
+  }
+  SECTION("no device: the runtime is kept, with the reason") {
+    REQUIRE(sc.configure("mode=nodevice") == 0);
+    const auto backend = remap::detail::load_cuda_runtime(first, &why);
+    REQUIRE(backend);
+    CHECK(backend->device_count() == 0);
+    CHECK_THAT(why, Catch::Contains("cudaErrorNoDevice"));
+  }
+  REQUIRE(sc.configure("") == 0);
+}
+
+TEST_CASE("pinned host copies share one page-locked allocation (issue 26, 9)", "[standin][defect]") {
+  OnStandin s("devices=1,memory=64M");
+  const auto before = s.sc.calls("cudaHostAlloc");
+  {
+    const auto checkpoint = torch::Checkpoint::open(fixture(kTagged));
+    LoadOptions o = options_for(s, "cuda:*->cpu");
+    o.host = remap::HostMemory::kPinned;
+    const auto loaded = remap::load(checkpoint, o);
+    for (const auto& placed : loaded.storages()) CHECK(placed.pinned);
+    check_all_equal_manifest(loaded);
+    CHECK(s.sc.calls("cudaHostAlloc") - before == 1);  // was one per storage
+  }
+  CHECK(s.sc.live("pinned_buffers") == 0);
+}
+
+TEST_CASE("downloads go through the pinned ring, every storage of a to(cpu) in one pass (issue 26, 9)",
+          "[standin][defect]") {
+  OnStandin s("devices=2,memory=64M");
+  const auto checkpoint = torch::Checkpoint::open(fixture(kTagged));
+  auto loaded = remap::load(checkpoint, options_for(s, "cuda:0->cuda:0,cuda:1->cuda:1"));
+  const auto streams = s.sc.calls("cudaStreamCreateWithFlags");
+  const auto pinned = s.sc.calls("cudaHostAlloc");
+  loaded.cpu();
+  CHECK(s.sc.calls("cudaStreamCreateWithFlags") - streams == 2);  // one per device, not one per storage
+  CHECK(s.sc.calls("cudaHostAlloc") == pinned);                   // the load's ring, reused
+  for (std::size_t i = 0; i < loaded.tensors().size(); ++i) CHECK(loaded.device_of(i) == Device::cpu());
+  check_all_equal_manifest(loaded);
 }
 
 }  // namespace maploc::test
