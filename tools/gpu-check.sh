@@ -352,14 +352,18 @@ step_versions() {
     echo "c++: $(c++ --version 2>/dev/null | head -1 || echo none)"
     echo "nvcc: $( (command -v nvcc >/dev/null && nvcc --version | tail -2 | head -1) || echo 'not on PATH')"
     echo "python: $("$python" --version 2>&1)"
-    timeout 60 "$python" -c 'import torch, sys
+    timeout 60 "$python" -c 'import sys
+try:
+    import torch
+except ImportError as e:
+    sys.exit("torch: not importable (%s)" % e)
 print("torch:", torch.__version__, "built for CUDA", torch.version.cuda, "| cuda available:", torch.cuda.is_available())
 if torch.cuda.is_available():
     print("torch device 0:", torch.cuda.get_device_name(0), "| driver API version seen by torch:",
           torch._C._cuda_getDriverVersion() if hasattr(torch._C, "_cuda_getDriverVersion") else "?")
 try:
     import safetensors; print("safetensors:", safetensors.__version__)
-except ImportError: print("safetensors: not installed")' 2>&1 || echo "torch: not importable by $python"
+except ImportError: print("safetensors: not installed")' 2>&1 || true
   } >"$out/raw/system.txt" 2>&1
   block "$out/raw/system.txt"
   say ""
