@@ -127,11 +127,13 @@ def write_files(b, a, maploc):
             rc, out, err = b.run(cmd, max(5, b.left() - 5))
         if rc != 0:
             b.errors.append("writing the %d MiB checkpoint failed (exit %d): %s" % (mib, rc, (err or out).strip()[-400:]))
-            return files, twin, None
+            break
         files[mib] = pt
         if want_hashes:
             with open(hpath) as f:
                 hashes = json.load(f)
+    if twin and not os.path.isfile(twin):
+        twin = None  # the writer's python has no safetensors package (it said so)
     for path in list(files.values()) + ([twin] if twin else []):
         with open(path, "rb") as f:  # warm the page cache: every figure below is from a warm cache
             while f.read(64 << 20):
@@ -224,6 +226,10 @@ def main():
              ("safetensors load_file(device='cuda:0')", "safetensors", twin)]
     if not a.dry:
         for label, peer, path in peers:
+            if path is None:
+                b.rows["%s [%d MiB]" % (label, mib_large)] = {"unsupported": "no safetensors file (the writer's python "
+                                                                            "has no safetensors package)"}
+                continue
             b.measure("%s [%d MiB]" % (label, mib_large),
                       [a.python, os.path.join(HERE, "torch_peer.py"), peer, path], a.peer_runs, need_s=20)
     for label, row in b.rows.items():

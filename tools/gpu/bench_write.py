@@ -46,8 +46,12 @@ def write_torch(a):
             hashes[name] = hashlib.sha256(t.contiguous().view(torch.int16).numpy().tobytes()).hexdigest()
     torch.save(sd, a.out)
     if a.safetensors:
-        from safetensors.torch import save_file
-        save_file(sd, a.safetensors)
+        try:
+            from safetensors.torch import save_file
+        except ImportError:
+            print("no safetensors package for this python: %s not written" % a.safetensors)
+        else:
+            save_file(sd, a.safetensors)
     return hashes
 
 
