@@ -179,9 +179,9 @@ Loaded load_sliced(const torch::Checkpoint& checkpoint, const LoadOptions& optio
   // Read: pread from the file where the parent storage is a plain range of one, else copy from its bytes.
   const detail::DeviceGuard guard(inventory.backend.get());
   Files files;
-  std::vector<Bytes> bytes(parts.size());
   std::vector<PlacedStorage> placed(parts.size());
   std::vector<detail::UploadJob> jobs;
+  std::vector<Bytes> held;  // records read from memory (deflated, DCP), alive until the upload ends
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const Part& p = parts[i];
     const Device& target = plan.targets[p.parent];
@@ -189,25 +189,46 @@ Loaded load_sliced(const torch::Checkpoint& checkpoint, const LoadOptions& optio
     placed[i].device = target;
     placed[i].nbytes = p.nbytes;
     if (target.kind == Device::Kind::kMeta) continue;
-    Bytes buf = uninitialized(p.nbytes);
-    auto* dst = const_cast<std::uint8_t*>(buf.data());  // ours alone until placed
-    if (const auto range = checkpoint.storage_file_range(p.parent)) {
-      const int fd = files.fd(range->path);
-      for (const Segment& g : p.segments) pread_all(fd, dst + g.dst, g.len, range->offset + g.src, range->path);
+    const auto range = checkpoint.storage_file_range(p.parent);
+    const Bytes raw = range ? Bytes() : checkpoint.storage_bytes(p.parent);
+    const int fd = range ? files.fd(range->path) : -1;
+    if (range) {
       for (const Segment& g : p.segments) report.bytes_from_files += g.len;
     } else {
-      const Bytes raw = checkpoint.storage_bytes(p.parent);
-      for (const Segment& g : p.segments) std::memcpy(dst + g.dst, raw.data() + g.src, static_cast<std::size_t>(g.len));
       report.bytes_from_memory += raw.size();
     }
+    // Bytes [offset, offset + n) of the slice, gathered from its segments (ordered by dst, no gaps).
+    auto gather = [&p, fd, raw, at = range ? range->offset : 0, path = range ? range->path : std::string()](
+                      std::uint64_t offset, std::uint64_t n, std::uint8_t* out) {
+      auto g = std::partition_point(p.segments.begin(), p.segments.end(),
+                                    [&](const Segment& x) { return x.dst + x.len <= offset; });
+      for (; g != p.segments.end() && g->dst < offset + n; ++g) {
+        const std::uint64_t from = std::max(offset, g->dst), to = std::min(offset + n, g->dst + g->len);
+        std::uint8_t* dst = out + (from - offset);
+        const std::uint64_t src = g->src + (from - g->dst);
+        if (fd >= 0) {
+          pread_all(fd, dst, to - from, at + src, path);
+        } else {
+          std::memcpy(dst, raw.data() + src, static_cast<std::size_t>(to - from));
+        }
+      }
+    };
     const std::size_t unit = checkpoint.byteorder() == torch::ByteOrder::kBig ? torch::swap_unit(s.dtype) : 1;
     if (target.kind == Device::Kind::kCuda) {
-      placed[i].owner = detail::device_allocate(inventory.backend, target.index, p.nbytes, &placed[i].data,
-                                                "slice of storage '" + s.key + "'");
+      // Straight from the file into the staging ring: host memory stays the ring's, whatever the slices' size.
+      const std::string who = "slice of storage '" + s.key + "'";
+      placed[i].owner = detail::device_allocate(inventory.backend, target.index, p.nbytes, &placed[i].data, who);
       placed[i].writable = true;
-      jobs.push_back({buf, -1, unit, placed[i].data, target.index, "slice of storage '" + s.key + "'"});
+      if (!range) held.push_back(raw);
+      detail::UploadJob job{Bytes(), -1, unit, placed[i].data, target.index, who};
+      job.read = gather;
+      job.read_size = p.nbytes;
+      jobs.push_back(std::move(job));
       continue;
     }
+    Bytes buf = uninitialized(p.nbytes);
+    auto* dst = const_cast<std::uint8_t*>(buf.data());  // ours alone until placed
+    gather(0, p.nbytes, dst);
     for (std::uint64_t k = 0; unit > 1 && k + unit <= p.nbytes; k += unit) std::reverse(dst + k, dst + k + unit);
     placed[i].data = dst;
     placed[i].writable = true;

@@ -51,6 +51,9 @@ void check_destinations(std::span<const Destination> destinations, const std::ve
   for (std::size_t d = 0; d < destinations.size(); ++d) {
     const Destination& dst = destinations[d];
     if (matched[d] == SIZE_MAX || dst.device.kind == Device::Kind::kMeta) continue;
+    // Nothing is written to a tensor of no elements: its pointer may be anything, null included
+    // (torch gives empty CUDA tensors a null data pointer).
+    if (std::any_of(dst.shape.begin(), dst.shape.end(), [](std::int64_t n) { return n == 0; })) continue;
     if (backend == nullptr || backend->device_count() == 0) {
       // Without a device there is no device memory to mistake for the host's.
       if (dst.device.kind == Device::Kind::kCpu) continue;

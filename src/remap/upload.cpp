@@ -84,7 +84,7 @@ std::vector<Batch> pack(std::span<const UploadJob> jobs, const std::vector<std::
     const UploadJob& job = jobs[j];
     auto* const dst = static_cast<std::uint8_t*>(job.dst);
     const std::uint64_t unit = std::max<std::size_t>(job.swap_unit, 1);
-    for (std::uint64_t done = 0; done < job.source.size();) {
+    for (std::uint64_t done = 0; done < job.size();) {
       Batch* b = &batches.back();
       std::uint64_t gap = 0;
       bool extend = false;
@@ -98,7 +98,7 @@ std::vector<Batch> pack(std::span<const UploadJob> jobs, const std::vector<std::
         }
       }
       const std::uint64_t room = b->used + gap < capacity ? capacity - b->used - gap : 0;
-      std::uint64_t n = std::min<std::uint64_t>(job.source.size() - done, room);
+      std::uint64_t n = std::min<std::uint64_t>(job.size() - done, room);
       n -= n % unit;
       if (n == 0) {  // this buffer is full: the next one
         batches.emplace_back().device = device;
@@ -322,6 +322,11 @@ class Readers {
   void fill(const Op& op, std::uint8_t* buffer) const {
     const UploadJob& job = jobs_[op.job];
     std::uint8_t* dst = buffer + op.staging_off;
+    if (job.read) {
+      job.read(op.src_off, op.n, dst);
+      if (job.swap_unit > 1) maploc::detail::copy_swapped(dst, dst, static_cast<std::size_t>(op.n), job.swap_unit);
+      return;
+    }
     if (fd_ < 0 || job.file_offset < 0) {
       maploc::detail::copy_swapped(dst, job.source.data() + op.src_off, static_cast<std::size_t>(op.n), job.swap_unit);
       return;
@@ -364,7 +369,7 @@ std::string batch_who(std::span<const UploadJob> jobs, const Batch& b) {
 std::vector<Batch> all_batches(std::span<const UploadJob> jobs, std::uint64_t capacity, bool coalesce,
                                std::vector<int>* devices) {
   for (const auto& j : jobs) {
-    if (!j.source.empty() && std::find(devices->begin(), devices->end(), j.device) == devices->end()) {
+    if (j.size() > 0 && std::find(devices->begin(), devices->end(), j.device) == devices->end()) {
       devices->push_back(j.device);
     }
   }
@@ -373,7 +378,7 @@ std::vector<Batch> all_batches(std::span<const UploadJob> jobs, std::uint64_t ca
   for (int d : *devices) {
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-      if (jobs[i].device == d && !jobs[i].source.empty()) order.push_back(i);
+      if (jobs[i].device == d && jobs[i].size() > 0) order.push_back(i);
     }
     per_device.push_back(pack(jobs, order, d, capacity, coalesce));
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -61,6 +62,13 @@ struct UploadJob {
   void* dst = nullptr;            ///< device memory on `device`
   int device = 0;
   std::string who;  ///< "storage '3' of tensor 'fc.weight'"
+  /// Instead of `source`: produces bytes [offset, offset + n) of the job (of `read_size` in all)
+  /// straight into staging, on a reader thread (rank slices gathered from their rows); `swap_unit`
+  /// still applies. Raises maploc::Error.
+  std::function<void(std::uint64_t offset, std::uint64_t n, std::uint8_t* out)> read{};
+  std::uint64_t read_size = 0;
+
+  std::uint64_t size() const { return read ? read_size : source.size(); }
 };
 
 /// Test hooks: ways to break the pipeline on purpose, so that a test can

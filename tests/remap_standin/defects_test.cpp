@@ -287,4 +287,46 @@ TEST_CASE("downloads go through the pinned ring, every storage of a to(cpu) in o
   check_all_equal_manifest(loaded);
 }
 
+TEST_CASE("load_into takes an empty CUDA destination with a null data pointer (issue 26, 9)", "[standin][defect]") {
+  OnStandin s("devices=1,memory=64M");
+  const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/scalars_empty.t113.pt"));
+  const auto loaded = remap::load(checkpoint, options_for(s, "cpu"));
+  const std::vector<remap::Destination> empty = {
+      {"empty_0", Device::cuda(0), nullptr, torch::DType::kFloat32, {0}},
+      {"empty_3x0", Device::cuda(0), nullptr, torch::DType::kFloat32, {3, 0}},
+  };
+  CHECK(loaded.load_into(empty, false).loaded.size() == 2);
+  CHECK(s.violations().empty());
+}
+
+TEST_CASE("sliced loads to CUDA stream their rows and columns through the ring (issue 26, 9)", "[standin][defect]") {
+  OnStandin s("devices=1,memory=64M");
+  struct Case {
+    const char* file;
+    const char* rules;
+  };
+  for (const Case c : {Case{kTagged, "rows:0.weight,cols:2.weight"}, Case{"checkpoints/dtypes_be.t113.pt", "all:*"}}) {
+    for (int rank : {0, 1}) {
+      INFO(c.file << " rank " << rank);
+      const auto checkpoint = torch::Checkpoint::open(fixture(c.file));
+      LoadOptions on_host = options_for(s, "cpu");
+      on_host.slice = remap::RankSlice{rank, 2, remap::SliceSpec::parse(c.rules)};
+      LoadOptions on_cuda = options_for(s, "cuda:0");
+      on_cuda.slice = on_host.slice;
+      on_cuda.cuda.staging_bytes = 64;  // slices cross many staging buffers
+      on_cuda.cuda.staging_buffers = 2;
+      const auto host = remap::load(checkpoint, on_host);
+      const auto cuda = remap::load(checkpoint, on_cuda);
+      REQUIRE(host.tensors().size() == cuda.tensors().size());
+      for (std::size_t i = 0; i < host.tensors().size(); ++i) {
+        INFO(host.tensors()[i].name);
+        if (!host.tensors()[i].storage) continue;
+        CHECK(cuda.device_of(i) == Device::cuda(0));
+        CHECK(cuda.tensor_sha256(i) == host.tensor_sha256(i));
+      }
+    }
+  }
+  CHECK(s.violations().empty());
+}
+
 }  // namespace maploc::test
