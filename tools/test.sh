@@ -23,15 +23,17 @@ cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-cmake -S . -B build-asan -DMAPLOC_CUDA=OFF -DMAPLOC_SANITIZE=address,undefined >/dev/null
+cmake -S . -B build-asan -DMAPLOC_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 # ThreadSanitizer on the threaded parts only (TSan is slow): the upload ring and the simulated
-# device, the parallel host fill and populate (every remap test), and the deferred local-header
-# reader of open (the torch tests that open archives of 1,024 records and more).
-cmake -S . -B build-tsan -DMAPLOC_CUDA=OFF -DMAPLOC_SANITIZE=thread >/dev/null
-cmake --build build-tsan -j"$jobs" --target maploc_remap_tests maploc_torch_tests
+# device, the parallel host fill and populate (every remap test), the real CUDA adapter and its
+# reader threads against the CUDA runtime stand-in (and the stand-in's own tests), and the
+# deferred local-header reader of open (the torch tests that open archives of 1,024 records and more).
+cmake -S . -B build-tsan -DMAPLOC_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j"$jobs" --target maploc_remap_tests maploc_torch_tests maploc_cudart_standin \
+  maploc_standin_tests maploc_remap_standin_tests maploc_remap_cuda_tests maploc
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R '^remap:|^torch: ?a large archive'
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R '^remap:|^remap_standin:|^standin:|^torch: ?a large archive'

@@ -101,6 +101,11 @@ typedef struct maploc_load_options {
   int32_t writable;          /* with MAPLOC_HOST_VIEW: copy-on-write pages instead of read-only ones */
   int32_t populate;          /* with MAPLOC_HOST_VIEW: map every page before returning */
   uint32_t host_threads;     /* 0: one per core, at most 8 */
+  /* The caller's CUDA stream (a cudaStream_t) of device cuda_stream_device: the load's copies start
+   * after the work queued on it (docs/cuda.md, the stream contract). NULL: the legacy default
+   * stream, as for every device not named. */
+  int32_t cuda_stream_device;
+  void* cuda_stream;
 } maploc_load_options;
 
 /* --- errors and version --- */
@@ -149,6 +154,9 @@ MAPLOC_C_EXPORT int maploc_loaded_find(const maploc_loaded* loaded, const char* 
 /* Moves the storages of the tensors whose name matches the glob (NULL: all) to "cpu", "cuda:N" or
  * "meta" (maploc::remap::Loaded::to). Tensors exported before keep the old placement. */
 MAPLOC_C_EXPORT int maploc_loaded_to(maploc_loaded* loaded, const char* device, const char* name_glob);
+/* Orders the later copies of `loaded` (to, hashes, DLPack reads) on `device` after the caller's
+ * `stream` (a cudaStream_t; NULL: the legacy default stream). */
+MAPLOC_C_EXPORT int maploc_loaded_set_cuda_stream(maploc_loaded* loaded, int device, void* stream);
 /* SHA-256 of the tensor's values in row-major order, as 64 hex digits and a NUL into out[65]. */
 MAPLOC_C_EXPORT int maploc_loaded_tensor_sha256(const maploc_loaded* loaded, size_t index, char* out);
 

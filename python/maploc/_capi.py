@@ -33,7 +33,8 @@ class StorageInfo(ctypes.Structure):
 
 class LoadOptions(ctypes.Structure):
     _fields_ = [("map_location", ctypes.c_char_p), ("host", ctypes.c_int32), ("writable", ctypes.c_int32),
-                ("populate", ctypes.c_int32), ("host_threads", ctypes.c_uint32)]
+                ("populate", ctypes.c_int32), ("host_threads", ctypes.c_uint32),
+                ("cuda_stream_device", ctypes.c_int32), ("cuda_stream", ctypes.c_void_p)]
 
 
 def _candidates():

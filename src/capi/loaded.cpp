@@ -61,6 +61,7 @@ int maploc_load(const maploc_checkpoint* checkpoint, const maploc_load_options* 
     o.writable = given.writable != 0;
     o.populate = given.populate != 0;
     o.host_threads = given.host_threads;
+    if (given.cuda_stream != nullptr) o.cuda.streams.push_back({given.cuda_stream_device, given.cuda_stream});
     auto l = std::make_unique<maploc_loaded>();
     l->loaded = remap::load(c, o);
     for (const auto& s : c.storages()) {
@@ -130,6 +131,16 @@ int maploc_loaded_find(const maploc_loaded* loaded, const char* name, size_t* in
     const auto found = l.loaded.find(name);
     if (!found) capi::invalid(std::string("no tensor is named '") + name + "'");
     *index = *found;
+  });
+}
+
+int maploc_loaded_set_cuda_stream(maploc_loaded* loaded, int device, void* stream) {
+  return guarded([&] {
+    capi::require(loaded, "the loaded checkpoint");
+    remap::CudaOptions cuda = loaded->loaded.cuda_options();
+    std::erase_if(cuda.streams, [&](const remap::CallerStream& c) { return c.device == device; });
+    if (stream != nullptr) cuda.streams.push_back({device, stream});
+    loaded->loaded.set_cuda_options(std::move(cuda));
   });
 }
 

@@ -191,6 +191,9 @@ STANDIN_EXPORT Error cudaPointerGetAttributes(cuda::PointerAttributes* attribute
     out.device = -2;                            // cudaInvalidDeviceId
   }
   std::memcpy(attributes, &out, sizeof out);
+  // A later runtime's larger structure: the caller must have left room for it.
+  std::memset(reinterpret_cast<unsigned char*>(attributes) + sizeof out, 0,
+              static_cast<std::size_t>(c.s.config.attributes_bytes - sizeof out));
   return 0;
 }
 

@@ -30,6 +30,9 @@ struct Config {
   int runtime = 13000, driver = 13000;
   bool nodevice = false;
   bool peer_access = true;
+  // Bytes cudaPointerGetAttributes writes: CUDA 12/13's structure (88), or more to play a later
+  // runtime whose structure grew (as CUDA 12's did over CUDA 11's 24 bytes).
+  u64 attributes_bytes = sizeof(cuda::PointerAttributes);
 };
 // Parses "key=value,..." over the defaults; false with a message on any bad key or value.
 bool parse_config(const char* spec, Config& out, std::string& message);

@@ -59,7 +59,7 @@ bool parse_config(const char* spec, Config& out, std::string& message) {
       else return bad();
     } else if (!numeric) {
       if (key == "devices" || key == "memory" || key == "h2d" || key == "d2h" || key == "d2d" || key == "peer" ||
-          key == "runtime" || key == "driver" || key == "peer_access")
+          key == "runtime" || key == "driver" || key == "peer_access" || key == "attributes_bytes")
         return bad();
       message = "MAPLOC_STANDIN: unknown key '" + key + "'";
       return false;
@@ -78,6 +78,11 @@ bool parse_config(const char* spec, Config& out, std::string& message) {
     } else if (key == "peer_access") {
       if (number != 0 && number != 1) return bad();
       config.peer_access = number == 1;
+    } else if (key == "attributes_bytes") {
+      if (number < static_cast<double>(sizeof(cuda::PointerAttributes)) || number > 4096 || number != std::floor(number)) {
+        return bad();
+      }
+      config.attributes_bytes = static_cast<u64>(number);
     } else {
       message = "MAPLOC_STANDIN: unknown key '" + key + "'";
       return false;

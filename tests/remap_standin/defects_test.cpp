@@ -329,4 +329,23 @@ TEST_CASE("sliced loads to CUDA stream their rows and columns through the ring (
   CHECK(s.violations().empty());
 }
 
+TEST_CASE("a runtime whose cudaPointerAttributes grew writes into room left for it (issue 26, 8)", "[standin][defect]") {
+  // The runtime writes 512 bytes, as a future runtime with a larger structure would: the adapter
+  // must hand it room, not a structure of the headers it was built with (ASan checks the bounds).
+  OnStandin s("devices=1,memory=64M,attributes_bytes=512");
+  const auto checkpoint = torch::Checkpoint::open(fixture(kTagged));
+  const auto loaded = remap::load(checkpoint, options_for(s, "cuda:*->cpu"));
+  REQUIRE(s.sc.cudaSetDevice(0) == 0);
+  void* dst = nullptr;
+  REQUIRE(s.sc.cudaMalloc(&dst, 512) == 0);
+  const std::vector<remap::Destination> weight = {{"0.weight", Device::cuda(0), dst, torch::DType::kFloat32, {16, 8}}};
+  CHECK(loaded.load_into(weight, false).loaded.size() == 1);  // asks cudaPointerGetAttributes what dst is
+  CHECK(sha256_of_device(s, dst, 512) == manifest_sha("0.weight"));
+  remap::DeviceBackend::PointerInfo info;
+  REQUIRE(s.backend().pointer_info(dst, &info) == 0);
+  CHECK(info.kind == remap::DeviceBackend::PointerKind::kDevice);
+  CHECK(info.device == 0);
+  REQUIRE(s.sc.cudaFree(dst) == 0);
+}
+
 }  // namespace maploc::test
