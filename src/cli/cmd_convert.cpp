@@ -2,6 +2,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
 
 #include "commands.h"
 #include "progress.h"
@@ -20,16 +23,41 @@ bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The output format: --to, else the output's extension (.safetensors or a torch file).
+// What OUT's extension says: "safetensors", "torch", or "" for an extension convert does not write.
+constexpr std::pair<std::string_view, std::string_view> kExtensions[] = {
+    {".safetensors", "safetensors"}, {".pt", "torch"}, {".pth", "torch"}, {".bin", "torch"}, {".ckpt", "torch"}};
+constexpr const char* kExtensionList = ".safetensors (safetensors), .pt, .pth, .bin, .ckpt (torch)";
+
+std::string format_of_extension(const std::string& out) {
+  const std::string ext = std::filesystem::path(out).extension().string();
+  for (const auto& [e, format] : kExtensions) {
+    if (ext == e) return std::string(format);
+  }
+  return "";
+}
+
+// The output format: --to, else OUT's extension. An extension convert does not write
+// (.onnx, .txt, none) is refused rather than guessed; so is --to contradicting it.
 std::string target_of(const Args& args) {
+  const std::string& out = args.positional[1];
+  const std::string by_extension = format_of_extension(out);
   const std::string to = args.get("to");
-  if (!to.empty()) {
+  if (args.has("to")) {
     if (to != "safetensors" && to != "torch") {
       throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "--to takes safetensors or torch, not '" + to + "'");
     }
+    if (!by_extension.empty() && by_extension != to) {
+      throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                  "--to " + to + " but OUT '" + out + "' has the extension of " + by_extension + " files");
+    }
     return to;
   }
-  return ends_with(args.positional[1], ".safetensors") ? "safetensors" : "torch";
+  if (by_extension.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                "convert writes safetensors or torch files and cannot tell which from OUT '" + out +
+                    "': give OUT one of the extensions " + kExtensionList + ", or say --to safetensors|torch");
+  }
+  return by_extension;
 }
 
 // "5GB", "500MB", "64MiB", "1000": bytes (decimal units as huggingface_hub reads them).
@@ -51,6 +79,24 @@ std::uint64_t size_of(const std::string& text) {
 
 }  // namespace
 
+void refuse_out_is_in(const torch::Checkpoint& checkpoint, const std::string& in, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(out, ec) || ec) return;  // nothing there that writing OUT could replace
+  // A sharded set: OUT may not be one of its files either (its directory is IN itself).
+  std::vector<std::string> inputs{in, checkpoint.path()};
+  for (const auto& m : checkpoint.members()) inputs.push_back(m.path);
+  std::error_code ignored;
+  for (const auto& input : inputs) {
+    if (fs::equivalent(input, out, ignored)) {
+      throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                  "OUT '" + out + "' is the input '" + input +
+                      "' itself (the same file by another name or a link): IN is never overwritten; write OUT "
+                      "elsewhere, then rename it over IN if that is what you want");
+    }
+  }
+}
+
 int write_set_command(const Args& args, const torch::Checkpoint& checkpoint, const std::string& out_dir,
                       bool safetensors, std::vector<std::string> locations) {
   torch::SetWriteOptions options;
@@ -59,7 +105,7 @@ int write_set_command(const Args& args, const torch::Checkpoint& checkpoint, con
   options.archive.locations = std::move(locations);
   options.st.duplicate_tied = args.has("duplicate-tied");
   options.st.metadata.emplace_back("maploc.source", checkpoint.path());
-  const auto report = torch::save_set(checkpoint, out_dir, options);
+  const auto report = writing_out([&] { return torch::save_set(checkpoint, out_dir, options); });
   if (args.has("json")) {
     OutBuffer out(OutBuffer::Mode::kWhole);
     JsonWriter w(out.text());
@@ -85,8 +131,9 @@ int cmd_convert(const Args& args) {
                 "usage: maploc convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]");
   }
   const std::string& out_path = args.positional[1];
-  const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   const std::string target = target_of(args);
+  const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
+  refuse_out_is_in(checkpoint, args.positional[0], out_path);
   if (args.has("shard-size")) {
     return write_set_command(args, checkpoint, out_path, target == "safetensors",
                              std::vector<std::string>(checkpoint.storages().size()));
@@ -105,7 +152,7 @@ int cmd_convert(const Args& args) {
     options.metadata.emplace_back("maploc.source", checkpoint.path());
     ProgressBar bar(args, "converting");
     options.progress = bar.callback();
-    const auto report = torch::save_safetensors(checkpoint, out_path, options);
+    const auto report = writing_out([&] { return torch::save_safetensors(checkpoint, out_path, options); });
     head(report.data_bytes);
     tail();
     w.field("tensors", report.tensors).key("tied").begin_array();
@@ -124,7 +171,7 @@ int cmd_convert(const Args& args) {
     options.locations.assign(checkpoint.storages().size(), "");
     ProgressBar bar(args, "converting");
     options.progress = bar.callback();
-    const auto report = torch::save_archive(checkpoint, out_path, options);
+    const auto report = writing_out([&] { return torch::save_archive(checkpoint, out_path, options); });
     head(report.data_bytes);
     w.field("layout", report.layout).field_array("notes", report.notes);
     tail();

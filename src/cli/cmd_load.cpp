@@ -60,11 +60,16 @@ int cmd_load(const Args& args) {
   options.cuda.arena = !args.has("no-arena");
   remap::SliceReport slice_report;
   if (args.has("slice")) {
-    auto spec = remap::SliceSpec::parse(args.get("slice"));
+    auto spec = as_usage([&] { return remap::SliceSpec::parse(args.get("slice")); });
     if (args.has("rank") || args.has("world-size")) {
-      options.slice = remap::RankSlice{count_of(args, "rank"), count_of(args, "world-size"), std::move(spec)};
+      const int rank = count_of(args, "rank"), world_size = count_of(args, "world-size");
+      if (world_size < 1 || rank >= world_size) {
+        throw Error(ErrorCode::kInvalidArgument, Stage::kCli,
+                    "--rank " + std::to_string(rank) + " is not below --world-size " + std::to_string(world_size));
+      }
+      options.slice = remap::RankSlice{rank, world_size, std::move(spec)};
     } else {
-      options.slice = remap::RankSlice::from_environment(std::move(spec));
+      options.slice = as_usage([&] { return remap::RankSlice::from_environment(std::move(spec)); });
     }
     options.slice_report = &slice_report;
   } else if (args.has("rank") || args.has("world-size")) {

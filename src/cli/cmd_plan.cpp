@@ -115,7 +115,8 @@ void print_plan(const torch::Checkpoint& checkpoint, const remap::Plan& plan) {
 }  // namespace
 
 remap::MapLocation map_location_of(const Args& args) {
-  return args.has("map-location") ? remap::MapLocation::parse(args.get("map-location")) : remap::MapLocation::none();
+  if (!args.has("map-location")) return remap::MapLocation::none();
+  return as_usage([&] { return remap::MapLocation::parse(args.get("map-location")); });
 }
 
 int cmd_plan(const Args& args) {

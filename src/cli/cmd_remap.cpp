@@ -20,12 +20,13 @@ int cmd_remap(const Args& args) {
   }
   const auto map = map_location_of(args);
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
+  refuse_out_is_in(checkpoint, args.positional[0], args.positional[1]);
   torch::ArchiveOptions options;
   options.locations = remap::rewritten_tags(checkpoint, map);
   if (args.has("shard-size")) return write_set_command(args, checkpoint, args.positional[1], false, options.locations);
   ProgressBar bar(args, "remapping");
   options.progress = bar.callback();
-  const auto report = torch::save_archive(checkpoint, args.positional[1], options);
+  const auto report = writing_out([&] { return torch::save_archive(checkpoint, args.positional[1], options); });
 
   std::map<std::pair<std::string, std::string>, std::size_t> changes;
   for (std::size_t i = 0; i < options.locations.size(); ++i) {

@@ -4,20 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "exit_codes.h"
+#include "maploc/error.h"
 #include "maploc/limits.h"
 #include "maploc/remap/map_location.h"
 #include "maploc/torch/checkpoint.h"
 
 namespace maploc::cli {
 
-/// Process exit codes, documented in `maploc --help`.
-enum Exit : int {
-  kExitOk = 0,
-  kExitUsage = 2,       ///< bad command line
-  kExitBadFile = 3,     ///< the file is unreadable, malformed or not a checkpoint
-  kExitMapping = 4,     ///< a storage cannot be mapped to a device
-  kExitDevice = 5,      ///< device allocation or copy failed
-};
 
 /// Parsed command line of one subcommand: positional arguments and --flags.
 struct Args {
@@ -61,7 +55,34 @@ int write_set_command(const Args& args, const torch::Checkpoint& checkpoint, con
 /// oddities (a tensor a set's index does not name, ...) printed to stderr.
 torch::Options open_options(const Args& args);
 
-/// The --map-location option (none when absent).
+/// The --map-location option (none when absent); a SPEC that does not parse is a usage error.
 remap::MapLocation map_location_of(const Args& args);
+
+/// Runs f(); a maploc::Error it throws comes back as the same error of Stage::kCli (a usage
+/// error, exit 2): for parsing what the command line says (SPEC, --slice, RANK from the environment).
+template <class F>
+auto as_usage(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(e.code(), Stage::kCli, e.message(), e.offset(), e.item());
+  }
+}
+
+/// Runs f(), which writes OUT: a file it cannot create (kIoOpen: no such folder, no
+/// permission) is reported as kIoWrite, so that every failure to write OUT exits 6.
+template <class F>
+auto writing_out(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kIoOpen) throw;
+    throw Error(ErrorCode::kIoWrite, e.stage(), e.message(), e.offset(), e.item());
+  }
+}
+
+/// remap/convert: refuses (usage error) an OUT that is IN itself, by another spelling, a hard
+/// link or a symbolic link (same device and inode), or a sharded set's member or directory.
+void refuse_out_is_in(const torch::Checkpoint& checkpoint, const std::string& in, const std::string& out);
 
 }  // namespace maploc::cli

@@ -13,7 +13,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "maploc/error.h"
 #include "support/huge_chunks.h"
+#include "support/json_string.h"
 
 namespace maploc::cli {
 namespace {
@@ -37,41 +39,20 @@ class AppendBuf : public std::streambuf {
   OutBuffer& out_;
 };
 
-void write_all(const char* p, std::size_t n) {
+// The errno of the first failed write to stdout (0: none). After it nothing more is written.
+int g_stdout_error = 0;
+
+// Writes everything or returns the errno that stopped it (0 when all went out).
+int write_all(const char* p, std::size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(STDOUT_FILENO, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;  // a closed or full stdout: as with std::cout, nothing more to do
+    if (w < 0) return errno;
+    if (w == 0) return EIO;
     p += w;
     n -= static_cast<std::size_t>(w);
   }
-}
-
-// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629), or 0.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  std::size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-  }
-  return n;
+  return 0;
 }
 
 // nlohmann's exponent: sign always, at least two digits.
@@ -97,7 +78,12 @@ void OutBuffer::reserve(std::size_t bytes) {
 }
 
 OutBuffer::~OutBuffer() {
-  if (mode_ == Mode::kStream) finish();
+  if (mode_ != Mode::kStream) return;
+  try {
+    finish();
+  } catch (const Error&) {
+    // Recorded in g_stdout_error: the CLI's exit path reports it (stdout_write_error()).
+  }
 }
 
 void OutBuffer::printf(const char* format, ...) {
@@ -132,9 +118,18 @@ std::ostream& OutBuffer::stream() {
 }
 
 void OutBuffer::finish() {
-  std::fflush(stdout);
-  write_all(buf_.data(), buf_.size());
+  if (std::fflush(stdout) != 0 && g_stdout_error == 0) g_stdout_error = errno != 0 ? errno : EIO;
+  if (g_stdout_error == 0) g_stdout_error = write_all(buf_.data(), buf_.size());
   buf_.clear();
+  if (g_stdout_error != 0) throw stdout_write_failure(g_stdout_error);
+}
+
+int stdout_write_error() noexcept { return g_stdout_error; }
+
+Error stdout_write_failure(int err) {
+  return Error(err == ENOSPC || err == EFBIG || err == EDQUOT ? ErrorCode::kIoNoSpace : ErrorCode::kIoWrite, Stage::kIo,
+               std::string("cannot write standard output: ") + std::strerror(err) +
+                   (err == EPIPE ? " (the reader of the pipe went away)" : ""));
 }
 
 // ---- JsonWriter ------------------------------------------------------------------------
@@ -292,59 +287,7 @@ JsonWriter& JsonWriter::raw_value(std::string_view json) {
   return *this;
 }
 
-void JsonWriter::append_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  if (plain_text(s)) {
-    const std::size_t at = out.size();
-    out.resize(at + s.size() + 2);
-    char* p = out.data() + at;
-    *p = '"';
-    if (!s.empty()) std::memcpy(p + 1, s.data(), s.size());
-    p[s.size() + 1] = '"';
-    return;
-  }
-  out += '"';
-  std::size_t i = 0;
-  while (i < s.size()) {
-    // Runs of printable ASCII go in one append.
-    std::size_t j = i;
-    while (j < s.size()) {
-      const auto c = static_cast<unsigned char>(s[j]);
-      if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
-      ++j;
-    }
-    out.append(s.data() + i, j - i);
-    i = j;
-    if (i == s.size()) break;
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const std::size_t n = utf8_length(s, i);
-      if (n == 0) {
-        out += "\xEF\xBF\xBD";  // U+FFFD, as nlohmann's "replace" handler writes it
-        ++i;
-      } else {
-        out.append(s.data() + i, n);
-        i += n;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\f': out += "\\f"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        out += "\\u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-    }
-    ++i;
-  }
-  out += '"';
-}
+void JsonWriter::append_string(std::string& out, std::string_view s) { detail::append_json_string(out, s); }
 
 void JsonWriter::append_double(std::string& out, double d) {
   if (!std::isfinite(d)) {

@@ -11,13 +11,25 @@
 #include <type_traits>
 #include <vector>
 
+#include "maploc/error.h"
+
 namespace maploc::cli {
+
+/// The errno of the first write to stdout that failed (through OutBuffer or a flush of
+/// stdio's stdout), 0 while none has.
+int stdout_write_error() noexcept;
+/// The error a failed write to stdout is reported as: kIoNoSpace (ENOSPC, EFBIG, EDQUOT) or
+/// kIoWrite, "cannot write standard output: <strerror>" (exit 6, exit_codes.h).
+Error stdout_write_failure(int err);
 
 /// Everything a command prints on stdout, gathered in one buffer and written
 /// with write(2). Text output (kStream) goes out whenever a megabyte has
 /// gathered and on destruction, also when an error interrupts the command
 /// (what was printed before it stays, as with stdio). JSON output (kWhole)
 /// goes out only on finish(): an error leaves stdout empty, never half a document.
+/// A failed write (disk full, I/O error, EPIPE where SIGPIPE is ignored) throws
+/// stdout_write_failure() from finish() and spill(); the destructor records it
+/// instead (stdout_write_error()), and nothing more is written after it.
 class OutBuffer {
  public:
   enum class Mode { kStream, kWhole };
@@ -60,8 +72,9 @@ class OutBuffer {
 /// doubles as the shortest round-trip digits (std::to_chars) laid out as
 /// nlohmann lays them out (its Grisu2 digits differ in a few cases in a
 /// thousand: a digit more, or another last digit, reading back the same), NaN and
-/// infinities as null, strings escaped as nlohmann escapes them (invalid
-/// UTF-8 becomes U+FFFD).
+/// infinities as null, strings escaped as nlohmann escapes them, by the one
+/// escaper of everything maploc writes (support/json_string.h: a byte that is
+/// not well-formed UTF-8 is written as the text \xNN, never copied).
 class JsonWriter {
  public:
   explicit JsonWriter(std::string& out, unsigned base_depth = 0) : out_(out), base_(base_depth) {}
@@ -109,7 +122,7 @@ class JsonWriter {
     return array(items);
   }
 
-  /// The JSON text of a string (quotes and escapes), appended to out.
+  /// The JSON text of a string (quotes and escapes), appended to out: detail::append_json_string.
   static void append_string(std::string& out, std::string_view s);
   /// A double as nlohmann prints it ("0.5", "1e-05", "3.0", "null").
   static void append_double(std::string& out, double d);

@@ -1,6 +1,7 @@
 // main.cpp - the maploc command-line tool: the command table, option checking, help and error reporting.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "json_writer.h"
 #include "maploc/error.h"
 #include "maploc/version.h"
 
@@ -79,16 +81,21 @@ const Command kCommands[] = {
      "  --json                what was written, as JSON\n"
      "  --shard-size SIZE     write OUT as a directory: pytorch_model-NNNNN-of-NNNNN.bin\n"
      "                        shards of at most SIZE (5GB, 500MB, 64MiB) + an index\n"
-     "OUT is written to a temporary file and renamed into place; IN is never touched.\n",
+     "OUT is written to a temporary file and renamed into place; IN is never touched: an OUT\n"
+     "that is IN (another spelling, a hard or symbolic link) is refused (exit 2).\n",
      "json", "map-location shard-size"},
     {"convert", cmd_convert, "convert IN OUT [--to safetensors|torch] [--duplicate-tied] [--json]",
      "torch checkpoint <-> safetensors (direction from OUT's extension or --to)",
      "  --to safetensors|torch   the output format when OUT's extension does not say\n"
+     "                           (.safetensors; .pt, .pth, .bin, .ckpt for torch; any other\n"
+     "                           extension, or none, is refused without --to)\n"
      "  --duplicate-tied         write tensors that share a storage as separate copies\n"
      "                           (default: one copy, the others listed in __metadata__)\n"
      "  --json                   what was written, as JSON\n"
      "  --shard-size SIZE        write OUT as a directory of shards of at most SIZE (5GB,\n"
-     "                           500MB, 64MiB) + an index, as huggingface_hub splits\n",
+     "                           500MB, 64MiB) + an index, as huggingface_hub splits\n"
+     "OUT is written to a temporary file and renamed into place; IN is never touched: an OUT\n"
+     "that is IN (another spelling, a hard or symbolic link) is refused (exit 2).\n",
      "duplicate-tied json", "to shard-size"},
     {"verify", cmd_verify, "verify FILE [--json]",
      "check container, records, CRC-32s, pickle and tensor bounds without loading",
@@ -97,8 +104,14 @@ const Command kCommands[] = {
      "json", ""},
 };
 
-constexpr const char* kExitCodes =
-    "exit codes: 0 ok, 2 usage, 3 bad or unreadable file, 4 mapping error, 5 device error\n";
+// "exit codes: 0 ok, 2 usage, ..." from the one table (exit_codes.h).
+std::string exit_codes_line() {
+  std::string out = "exit codes:";
+  for (const auto& row : kExitCodeTable) {
+    out += (row.code == kExitOk ? " " : ", ") + std::to_string(row.code) + " " + std::string(row.word);
+  }
+  return out + " (docs/cli.md)\n";
+}
 
 // Options every command takes.
 constexpr const char* kGlobalSwitches = "help quiet";
@@ -117,7 +130,7 @@ bool in_list(std::string_view list, std::string_view word) {
 void print_usage(FILE* out) {
   std::fprintf(out, "usage: maploc <command> [options]    (maploc <command> --help for its options)\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
-  std::fprintf(out, "\n%s\n%s", kSpecHelp, kExitCodes);
+  std::fprintf(out, "\n%s\n%s", kSpecHelp, exit_codes_line().c_str());
 }
 
 void print_help(const Command& c) {
@@ -126,7 +139,7 @@ void print_help(const Command& c) {
               "             raise a safety limit the error message names, e.g. --limit zip_max_entries=10000000\n"
               "             (repeatable; fields and defaults in docs/security.md)\n\n%s%s",
               c.synopsis, c.summary, c.details,
-              std::strstr(c.values, "map-location") != nullptr ? kSpecHelp : "", kExitCodes);
+              std::strstr(c.values, "map-location") != nullptr ? kSpecHelp : "", exit_codes_line().c_str());
 }
 
 // Parses argv against the command's options; an unknown option is a usage error.
@@ -160,20 +173,6 @@ Args parse(const Command& c, int argc, char** argv) {
   return args;
 }
 
-int exit_code_for(const Error& e) {
-  switch (e.code()) {
-    case ErrorCode::kRemapDevice:
-    case ErrorCode::kRemapCudaNotBuilt:
-    case ErrorCode::kRemapOutOfMemory: return kExitDevice;
-    default: break;
-  }
-  switch (e.stage()) {
-    case Stage::kRemap: return kExitMapping;
-    case Stage::kCli: return kExitUsage;
-    default: return kExitBadFile;
-  }
-}
-
 // Colour only for people: stderr is a terminal and NO_COLOR is unset.
 bool colour_stderr() { return ::isatty(STDERR_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr; }
 
@@ -193,7 +192,18 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
   return fallback;
 }
 
-int run(int argc, char** argv) {
+namespace {
+
+void report(const std::string& command, const Error& e) {
+  const bool colour = colour_stderr();
+  std::fprintf(stderr, "maploc%s%s: %serror%s [%s]: %s\n", command.empty() ? "" : " ", command.c_str(),
+               colour ? "\033[1;31m" : "", colour ? "\033[0m" : "", std::string(error_code_name(e.code())).c_str(),
+               e.what());
+}
+
+bool stdout_reported = false;
+
+int run_command(int argc, char** argv) {
   if (argc < 2) {
     print_usage(stderr);
     return kExitUsage;
@@ -232,9 +242,8 @@ int run(int argc, char** argv) {
     }
     return command->run(args);
   } catch (const Error& e) {
-    const bool colour = colour_stderr();
-    std::fprintf(stderr, "maploc %s: %serror%s [%s]: %s\n", first.c_str(), colour ? "\033[1;31m" : "",
-                 colour ? "\033[0m" : "", std::string(error_code_name(e.code())).c_str(), e.what());
+    report(first, e);
+    if (e.message().rfind("cannot write standard output", 0) == 0) stdout_reported = true;
     return exit_code_for(e);
   } catch (const std::bad_alloc&) {
     // The library turns allocation failure into kLimitMemory at its entry points;
@@ -243,6 +252,21 @@ int run(int argc, char** argv) {
                  "lower a Limits field with --limit FIELD=N or give the process more memory\n", first.c_str());
     return kExitBadFile;
   }
+}
+
+}  // namespace
+
+// A command succeeds only when what it printed reached stdout: the last flush and every
+// earlier write are checked, and a failure is an error (exit 6) naming standard output.
+int run(int argc, char** argv) {
+  const int code = run_command(argc, argv);
+  int err = stdout_write_error();
+  errno = 0;
+  if (std::fflush(stdout) != 0 && err == 0) err = errno != 0 ? errno : EIO;
+  if (err == 0 && std::ferror(stdout)) err = EIO;
+  if (err == 0 || stdout_reported) return code;
+  report(argc >= 2 ? argv[1] : "", stdout_write_failure(err));
+  return code == kExitOk ? kExitOutput : code;
 }
 
 }  // namespace maploc::cli

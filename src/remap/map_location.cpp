@@ -159,16 +159,26 @@ MapLocation MapLocation::parse(std::string_view spec) {
   MapLocation m;
   const std::string whole(spec);
   if (trim(spec).empty()) fail(ErrorCode::kRemapBadSpec, "empty map-location SPEC; try 'cpu' or 'cuda:*->cpu'");
-  while (!spec.empty()) {
-    const auto comma = spec.find(',');
-    const std::string_view item = trim(spec.substr(0, comma));
-    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+  // Items are split at every comma: an empty or blank item (a leading, trailing or doubled
+  // comma) is an error naming its position, never skipped.
+  std::size_t start = 0;
+  for (std::size_t number = 1;; ++number) {
+    const auto comma = spec.find(',', start);
+    const std::string_view item = trim(spec.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    const std::size_t at = start;
+    const bool last = comma == std::string_view::npos;
+    start = last ? spec.size() : comma + 1;
     const auto bad = [&](const std::string& why) {
-      fail(ErrorCode::kRemapBadSpec, "map-location item '" + std::string(item) + "' in '" + whole + "' " + why +
-                                         " (grammar: DEVICE | TAG->DEVICE | name:PATTERN->DEVICE, "
-                                         "DEVICE = cpu | cuda | cuda:N | cuda:local | meta | auto)");
+      fail(ErrorCode::kRemapBadSpec, "map-location item " + std::to_string(number) + " '" + std::string(item) +
+                                         "' (at byte " + std::to_string(at) + ") in '" + whole + "' " + why +
+                                         " (grammar: ITEM[,ITEM...], ITEM = DEVICE | TAG->DEVICE | "
+                                         "name:PATTERN->DEVICE, DEVICE = cpu | cuda | cuda:N | cuda:local | meta | auto)");
     };
-    if (item.empty()) bad("is empty");
+    if (item.empty()) {
+      bad(last && number > 1 ? "is empty: a trailing comma"
+          : at == 0          ? "is empty: a leading comma"
+                             : "is empty: two commas in a row (or only blanks between them)");
+    }
     Rule rule;
     std::string_view rest = item;
     if (rest.substr(0, 5) == "name:") {
@@ -198,6 +208,7 @@ MapLocation MapLocation::parse(std::string_view spec) {
     }
     if (!is_target_spelling(rule.target)) bad("names no device: '" + rule.target + "'");
     m.rules.push_back(std::move(rule));
+    if (last) break;
   }
   return m;
 }

@@ -35,10 +35,17 @@ std::optional<int> env_int(std::initializer_list<const char*> names, const char*
 
 SliceSpec SliceSpec::parse(std::string_view text) {
   SliceSpec spec;
-  while (!text.empty()) {
-    const auto comma = text.find(',');
-    const std::string_view rule = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  const std::string whole(text);
+  if (text.empty()) return spec;
+  for (std::size_t start = 0, number = 1;; ++number) {
+    const auto comma = text.find(',', start);
+    const std::string_view rule =
+        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (rule.find_first_not_of(" \t") == std::string_view::npos) {
+      bad("slice rule " + std::to_string(number) + " (at byte " + std::to_string(start) + ") in '" + whole +
+          "' is empty: a leading, trailing or doubled comma (RULES = KIND:GLOB[,KIND:GLOB...])");
+    }
+    start = comma == std::string_view::npos ? std::string_view::npos : comma + 1;
     const auto colon = rule.find(':');
     if (colon == std::string_view::npos || colon + 1 == rule.size()) {
       bad("slice rule '" + std::string(rule) + "' is not KIND:GLOB (KIND: rows, cols, all, stageN)");
@@ -60,6 +67,7 @@ SliceSpec SliceSpec::parse(std::string_view text) {
           "' (rows, cols, all, stageN)");
     }
     spec.rules.push_back(std::move(r));
+    if (start == std::string_view::npos) break;
   }
   return spec;
 }

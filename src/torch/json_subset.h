@@ -1,4 +1,5 @@
-// json_subset.h - the JSON a safetensors header needs: a bounded pull reader and string escaping (internal).
+// json_subset.h - the JSON a safetensors header needs: a bounded pull reader (internal; strings are
+// written by support/json_string.h, the one escaper).
 // A pull reader, not a tree: a 40 MB header of 20 million tiny tokens made 20
 // million 88-byte nodes (1.7 GB) and an uncaught bad_alloc (issue 15). The
 // caller reads the values it wants and skips the rest, which costs nothing.
@@ -133,8 +134,5 @@ struct ParseError {
 /// about 90 bytes: a token flood fails here instead of exhausting memory).
 std::pair<std::optional<Value>, ParseError> parse(std::string_view text, std::size_t max_depth = 64,
                                                   std::size_t max_values = std::size_t{1} << 20);
-
-/// A JSON string literal (with quotes) for UTF-8 text.
-std::string quote(std::string_view text);
 
 }  // namespace maploc::torch::json

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "support/atomic_file.h"
+#include "support/json_string.h"
 #include "maploc/torch/hash.h"
 #include "maploc/torch/safetensors.h"
 #include "json_subset.h"
@@ -27,13 +28,26 @@ void check_convertible(const Tensor& t) {
   }
   if (t.conj || t.neg) refuse("it carries a lazy conj/neg bit");
   if (!safetensors_dtype(t.dtype)) refuse("safetensors has no dtype for " + std::string(dtype_name(t.dtype)));
+  // The header is UTF-8 JSON (the safetensors package rejects anything else), and a name
+  // escaped into something else would not be the tensor's name: refused, never rewritten.
+  if (const auto at = maploc::detail::invalid_utf8_at(t.name); at != std::string::npos) {
+    fail(ErrorCode::kTorchNotConvertible,
+         "tensor " + maploc::detail::json_string(t.name) + " cannot go into a safetensors file: its name is not valid UTF-8 " +
+             "(byte 0x" + "0123456789abcdef"[static_cast<unsigned char>(t.name[at]) >> 4] +
+             "0123456789abcdef"[static_cast<unsigned char>(t.name[at]) & 15] + " at offset " + std::to_string(at) +
+             ", shown as \\xNN), and safetensors headers are UTF-8 JSON; rename the tensor",
+         t.name);
+  }
 }
 
 std::string metadata_json(const std::vector<std::pair<std::string, std::string>>& md) {
   std::string out = "{";
   for (std::size_t i = 0; i < md.size(); ++i) {
     if (i) out += ",";
-    out += json::quote(md[i].first) + ":" + json::quote(md[i].second);
+    // Metadata is maploc's own notes (a source path may hold any bytes): escaped, never copied raw.
+    maploc::detail::append_json_string(out, md[i].first);
+    out += ':';
+    maploc::detail::append_json_string(out, md[i].second);
   }
   return out + "}";
 }
@@ -76,7 +90,9 @@ SafetensorsReport write_safetensors(const Checkpoint& c, const ByteSink& sink, c
   std::string header = "{\"__metadata__\":" + metadata_json(md);
   std::uint64_t offset = 0;
   for (const Item& it : items) {
-    header += "," + json::quote(it.tensor->name) + ":{\"dtype\":\"" + std::string(it.st_dtype) + "\",\"shape\":[";
+    header += ',';
+    maploc::detail::append_json_string(header, it.tensor->name);
+    header += ":{\"dtype\":\"" + std::string(it.st_dtype) + "\",\"shape\":[";
     for (std::size_t d = 0; d < it.tensor->shape.size(); ++d) {
       header += (d ? "," : "") + std::to_string(it.tensor->shape[d]);
     }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "support/atomic_file.h"
+#include "support/json_string.h"
 #include "maploc/error.h"
 #include "json_subset.h"
 
@@ -112,7 +113,8 @@ SetWriteReport save_set(const Checkpoint& checkpoint, const fs::path& dir, const
   std::string index = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(report.data_bytes) +
                       "\n  },\n  \"weight_map\": {";
   for (std::size_t i = 0; i < weight_map.size(); ++i) {
-    index += (i ? ",\n    " : "\n    ") + json::quote(weight_map[i].first) + ": " + json::quote(weight_map[i].second);
+    index += (i ? ",\n    " : "\n    ") + maploc::detail::json_string(weight_map[i].first) + ": " +
+             maploc::detail::json_string(weight_map[i].second);
   }
   index += "\n  }\n}\n";
   const fs::path index_path = dir / (stem + ext + ".index.json");

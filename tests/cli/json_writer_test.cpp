@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "json_writer.h"
+#include "support/json_string.h"
 
 using maploc::cli::JsonWriter;
 
@@ -67,10 +68,35 @@ TEST_CASE("strings are escaped as nlohmann escapes them", "[cli]") {
                                     "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", std::string("nul\0x", 5)};
   for (int c = 0; c < 0x20; ++c) cases.push_back(std::string(1, static_cast<char>(c)) + "x");
   for (const auto& s : cases) CHECK(str(s) == nlohmann::json(s).dump());
-  // Invalid UTF-8 (nlohmann's dump threw here): U+FFFD, valid JSON.
-  CHECK(str("a\xFF" "b") == "\"a\xEF\xBF\xBD" "b\"");
-  CHECK(str("\xC0\x80") == "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
-  CHECK(str("\xED\xA0\x80") == "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  // Invalid UTF-8 (nlohmann's dump threw here): each byte as the text \xNN, never copied.
+  CHECK(str("a\xFF" "b") == R"("a\\xffb")");
+  CHECK(str("\xC0\x80") == R"("\\xc0\\x80")");
+  CHECK(str("\xED\xA0\x80") == R"("\\xed\\xa0\\x80")");  // an encoded surrogate
+  CHECK(str("\xF4\x90\x80\x80") == R"("\\xf4\\x90\\x80\\x80")");  // above U+10FFFF
+  CHECK(str("\xE2\x82") == R"("\\xe2\\x82")");  // cut short
+  CHECK(str("caf\xC3") == R"("caf\\xc3")");
+}
+
+TEST_CASE("the one JSON string escaper writes strict UTF-8 JSON for any bytes", "[cli][json]") {
+  // Names differing only in invalid bytes stay different; output always parses as strict JSON.
+  std::vector<std::string> cases = {"quo\"te", "back\\slash", "ctl\x01\x1f\x7f", "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80",
+                                    "bad\xFF", "bad\xFE", "\x80", "mixed \xC3\xA9\xFF\"\\\n"};
+  std::vector<std::string> decoded;
+  for (const auto& s : cases) {
+    INFO(s);
+    const std::string json = maploc::detail::json_string(s);
+    CHECK(maploc::detail::invalid_utf8_at(json) == std::string::npos);
+    const auto parsed = nlohmann::json::parse(json);  // nlohmann rejects invalid UTF-8
+    decoded.push_back(parsed.get<std::string>());
+    if (maploc::detail::invalid_utf8_at(s) == std::string::npos) CHECK(decoded.back() == s);  // valid: unchanged
+  }
+  CHECK(decoded[4] == "bad\\xff");
+  CHECK(decoded[4] != decoded[5]);
+  CHECK(decoded[7] == "mixed \xC3\xA9\\xff\"\\\n");
+  CHECK(maploc::detail::invalid_utf8_at("ok\xC3\xA9x\xFF") == 5);
+  CHECK(maploc::detail::invalid_utf8_at("ok") == std::string::npos);
+  // The CLI's writer and the shared escaper are one.
+  for (const auto& s : cases) CHECK(str(s) == maploc::detail::json_string(s));
 }
 
 TEST_CASE("a document is laid out as dump(2) lays it out", "[cli]") {

@@ -163,6 +163,21 @@ TEST_CASE("malformed SPECs name the offending item", "[remap][malformed]") {
   }
   auto e = error_of([&] { MapLocation::parse("cuda:*->gpu"); });
   CHECK(std::string(e.what()).find("'cuda:*->gpu'") != std::string::npos);
+  // Every comma separates two items: none is empty or blank, and the message says which and where.
+  const std::pair<const char*, const char*> empties[] = {{"cpu,", "item 2 '' (at byte 4)"},
+                                                         {",cpu", "item 1 '' (at byte 0)"},
+                                                         {"cuda:0->cpu,,cuda:1->cpu", "item 2 '' (at byte 12)"},
+                                                         {"cpu, ,cpu", "item 2 '' (at byte 4)"},
+                                                         {"cuda:*->cpu , ", "item 2 '' (at byte 13)"}};
+  for (const auto& [spec, where] : empties) {
+    INFO(spec);
+    auto err = error_of([&] { MapLocation::parse(spec); });
+    CHECK(err.code() == ErrorCode::kRemapBadSpec);
+    CHECK(std::string(err.what()).find(where) != std::string::npos);
+    CHECK(std::string(err.what()).find("is empty") != std::string::npos);
+  }
+  CHECK(std::string(error_of([&] { MapLocation::parse("cpu,"); }).what()).find("trailing comma") != std::string::npos);
+  CHECK(MapLocation::parse(" cuda:1 -> cpu , cuda:0->cpu ").rules.size() == 2);  // blanks around items are fine
 }
 
 }  // namespace maploc::remap

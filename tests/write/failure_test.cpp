@@ -118,6 +118,6 @@ TEST_CASE("CLI: remap/convert/verify exit codes and no partial OUT", "[cli]") {
   }
   CHECK(run_cli("remap " + d + "cut.pt " + d + "c.pt --map-location cpu") == 3);
   CHECK(run_cli("verify " + d + "cut.pt") == 3);
-  CHECK(run_cli("remap " + fx + "gpu_tagged.t113.pt " + d + "nowhere/x.pt --map-location cpu") == 3);
+  CHECK(run_cli("remap " + fx + "gpu_tagged.t113.pt " + d + "nowhere/x.pt --map-location cpu") == 6);  // OUT unwritable
   CHECK(dir.listing() == std::vector<std::string>{"a.pt", "a.safetensors", "b.pt", "cut.pt"});
 }
