@@ -257,7 +257,8 @@ class CudaRuntime final : public DeviceBackend {
 
 std::shared_ptr<DeviceBackend> load_cuda_runtime(const std::string& libraries, std::string* why) {
   std::string tried;
-  auto note = [&](const std::string& s) { tried += (tried.empty() ? "" : "; ") + s; };
+  // Libraries are separated by " | ": messages put the note in parentheses before "; map it".
+  auto note = [&](const std::string& s) { tried += (tried.empty() ? "" : " | ") + s; };
   std::shared_ptr<DeviceBackend> without_device;  // a working runtime that sees no device
   for (std::size_t begin = 0; begin <= libraries.size();) {
     std::size_t end = libraries.find(':', begin);
@@ -308,7 +309,7 @@ std::shared_ptr<DeviceBackend> load_cuda_runtime(const std::string& libraries, s
   }
   *why = "no CUDA device is usable: " + tried +
          ". A GPU with its NVIDIA driver and a CUDA runtime 11 or later no newer than the driver "
-         "(libcudart.so.12 or .13, e.g. the cuda-cudart package) are needed; MAPLOC_CUDART=/path/to/libcudart.so.N "
+         "(libcudart.so.12 or .13, e.g. the cuda-cudart package) are needed, MAPLOC_CUDART=/path/to/libcudart.so.N "
          "chooses the runtime";
   return without_device;
 }

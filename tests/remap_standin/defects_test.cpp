@@ -234,6 +234,8 @@ TEST_CASE("a runtime newer than the driver gives way to the next library; each l
     CHECK(remap::detail::load_cuda_runtime(first, &why) == nullptr);
     CHECK_THAT(why, Catch::Contains(first) && Catch::Contains("cudaErrorInsufficientDriver") &&
                         Catch::Contains("MAPLOC_CUDART"));
+    // The note sits in "(...); map it" messages that scanners parse (fixtures/real/check.py).
+    CHECK(why.find(';') == std::string::npos);
     // A second runtime library (a copy: its own instance), configured as a CUDA 12.4 runtime.
     const auto second = std::filesystem::temp_directory_path() /
                         ("maploc-standin-12-" + std::to_string(::getpid()) + ".so");
