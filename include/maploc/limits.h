@@ -61,6 +61,13 @@ struct Limits {
   /// 500,000-tensor state_dict with 60-byte names (about 450 bytes each) and
   /// keeps a bomb of long names near half a second. Raises kTorchLimitWalkBytes.
   std::uint64_t torch_max_walk_bytes = std::uint64_t{1} << 28;
+  /// Most bytes an expanded view may produce when its values are copied out in row-major order
+  /// (torch::tensor_sha256, contiguous_bytes, for_each_value_chunk; Loaded::tensor_sha256 and
+  /// load_into; `ls --hash`, convert). Only views whose values outnumber the storage bytes they
+  /// reach count (stride 0, overlapping strides: `torch.zeros(1).expand(2**40)` is 4 TiB of values
+  /// from 4 bytes on disk); a tensor that reads each stored byte once is bounded by the file.
+  /// Checked before the first byte is produced. Raises kTorchLimitExpandedBytes.
+  std::uint64_t torch_max_expanded_bytes = std::uint64_t{1} << 32;
 };
 
 }  // namespace maploc

@@ -198,6 +198,7 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     out.tensors_ = checkpoint.shared_tensors();
     out.inventory_ = inventory;
     out.cuda_ = options.cuda;
+    out.max_expanded_bytes_ = checkpoint.limits().torch_max_expanded_bytes;
     out.storages_.resize(storages.size());
     auto by_name = std::make_shared<maploc::detail::FlatIndex>(out.tensors_->size());
     for (std::size_t t = 0; t < out.tensors_->size(); ++t) {

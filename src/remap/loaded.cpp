@@ -197,8 +197,9 @@ std::string Loaded::tensor_sha256(std::size_t tensor) const {
   }
   const Bytes bytes = host_bytes_named(storages_[*t.storage], *t.storage, *tensors_, inventory_.backend.get(), cuda_);
   Sha256 sha;
-  torch::for_each_value_chunk(t, bytes, torch::ByteOrder::kLittle,
-                              [&](std::span<const std::uint8_t> chunk) { sha.update(chunk); });
+  torch::for_each_value_chunk(
+      t, bytes, torch::ByteOrder::kLittle, [&](std::span<const std::uint8_t> chunk) { sha.update(chunk); },
+      max_expanded_bytes_);
   return sha.finish_hex();
 }
 
@@ -253,7 +254,7 @@ LoadIntoReport Loaded::load_into(std::span<const Destination> destinations, bool
       } else {
         staged.insert(staged.end(), chunk.begin(), chunk.end());
       }
-    });
+    }, max_expanded_bytes_);
     if (dst.device.kind == Device::Kind::kCuda) {
       jobs.push_back({Bytes::owned(std::move(staged)), -1, 1, dst.data, dst.device.index, "tensor '" + t.name + "'"});
     }

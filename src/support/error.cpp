@@ -93,6 +93,7 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kTorchLimitTensors, "kTorchLimitTensors"},
     {ErrorCode::kTorchLimitNameBytes, "kTorchLimitNameBytes"},
     {ErrorCode::kTorchLimitWalkBytes, "kTorchLimitWalkBytes"},
+    {ErrorCode::kTorchLimitExpandedBytes, "kTorchLimitExpandedBytes"},
     {ErrorCode::kTorchBadSet, "kTorchBadSet"},
     {ErrorCode::kTorchBadDcp, "kTorchBadDcp"},
     {ErrorCode::kRemapCudaUnavailable, "kRemapCudaUnavailable"},

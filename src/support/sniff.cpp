@@ -25,7 +25,12 @@ bool starts_with_nocase(std::span<const std::uint8_t> head, std::string_view pre
 constexpr std::uint8_t kLegacyMagic[] = {0x8A, 0x0A, 0x6C, 0xFC, 0x9C, 0x46,
                                          0xF9, 0x20, 0x6A, 0xA8, 0x50, 0x19};
 
+// Protocols 0 and 1 (torch.save(..., pickle_protocol=1)) write it as a decimal LONG:
+// 0x1950a86a20f9469cfc6c = 119547037146038801333356.
+constexpr std::string_view kLegacyTextMagic = "L119547037146038801333356L\n.";
+
 bool has_legacy_magic(std::span<const std::uint8_t> head) {
+  if (starts_with(head, kLegacyTextMagic)) return true;
   // Protocol 2 puts it right after PROTO; protocols 4/5 add a FRAME first.
   auto window = head.subspan(0, std::min<std::size_t>(head.size(), 32));
   return std::search(window.begin(), window.end(), std::begin(kLegacyMagic), std::end(kLegacyMagic)) !=
@@ -55,7 +60,7 @@ ContentKind sniff_content(std::span<const std::uint8_t> head) {
   if (starts_with(head, "PK\x03\x04")) return ContentKind::kZip;
   if (starts_with(head, "PYTORCH1")) return ContentKind::kTorchPreview;
   if (head.size() >= 8 && std::memcmp(head.data() + 4, "PTMF", 4) == 0) return ContentKind::kTorchMobile;
-  if (head[0] == 0x80 && has_legacy_magic(head)) return ContentKind::kTorchLegacy;
+  if ((head[0] == 0x80 || head[0] == 'L') && has_legacy_magic(head)) return ContentKind::kTorchLegacy;
   if (head.size() >= 262 && std::memcmp(head.data() + 257, "ustar", 5) == 0) return ContentKind::kTorchTar;
   if (starts_with(head, "version https://git-lfs.github.com/spec/")) return ContentKind::kGitLfsPointer;
   if (starts_with(head, "\x93NUMPY")) return ContentKind::kNumpy;

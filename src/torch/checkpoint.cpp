@@ -77,8 +77,14 @@ void read_any(Checkpoint::State& st) {
     case ContentKind::kNumpy:
       not_a_checkpoint(st, kind);
     case ContentKind::kPickle:
+      // A legacy stream whose first pickle runs something before it yields the magic number.
+      if (legacy_magic_first(st)) return read_legacy(st);
       not_a_checkpoint(st, kind, "a plain pickle, not written by torch.save");
     case ContentKind::kUnknown:
+      // The same in protocols 0/1, which have no PROTO opcode: GLOBAL, INST or MARK first.
+      if (!head.empty() && (head[0] == 'c' || head[0] == 'i' || head[0] == '(') && legacy_magic_first(st)) {
+        return read_legacy(st);
+      }
       return open_zip(st, kind);
   }
 }
@@ -159,6 +165,7 @@ std::shared_ptr<const std::vector<Tensor>> Checkpoint::shared_tensors() const no
 }
 const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { return state_->unknown_globals; }
 const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
+const Limits& Checkpoint::limits() const noexcept { return state_->options.limits; }
 const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }
 const pickle::Value& Checkpoint::constants_root() const noexcept { return state_->constants_root; }
 

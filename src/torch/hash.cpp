@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "maploc/error.h"
 #include "support/sha256.h"
@@ -14,6 +16,44 @@ namespace {
 
 constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 
+std::string dims(const std::vector<std::int64_t>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// An expanded view (stride 0, overlapping strides) yields more values than the storage elements
+// it reaches: torch.zeros(1).expand(2**62) is 2^64 bytes of values from 4 stored bytes. Those
+// are bounded by Limits::torch_max_expanded_bytes before the first byte is produced; a view
+// that reads each stored element at most once is bounded by the file. Requires a tensor that
+// passed require_inside (its reach fits int64).
+void require_expansion_within(const Tensor& t, std::uint64_t limit) {
+  const std::uint64_t es = element_size(t.dtype);
+  std::uint64_t span = 1;  // storage elements between the first and the last value, inclusive
+  for (std::size_t i = 0; i < t.shape.size(); ++i) {
+    span += static_cast<std::uint64_t>(t.shape[i] - 1) * static_cast<std::uint64_t>(t.stride[i]);
+  }
+  std::uint64_t numel = 1;
+  bool wraps = false;
+  for (auto d : t.shape) {
+    const auto u = static_cast<std::uint64_t>(d);
+    if (u != 0 && numel > UINT64_MAX / u) wraps = true;
+    numel *= u;
+  }
+  if (!wraps && numel <= span) return;  // not expanded
+  const bool fits = !wraps && numel <= UINT64_MAX / es && numel * es <= limit;
+  if (fits) return;
+  throw Error(ErrorCode::kTorchLimitExpandedBytes, Stage::kTorch,
+              "tensor '" + t.name + "' is an expanded view (shape " + dims(t.shape) + " stride " + dims(t.stride) +
+                  ") whose values are " + (wraps || numel > UINT64_MAX / es
+                                               ? std::string("more than 2^64")
+                                               : std::to_string(numel * es)) +
+                  " bytes from " + std::to_string(span * es) +
+                  " stored bytes, more than Limits::torch_max_expanded_bytes (" + std::to_string(limit) +
+                  "); raise it (maploc --limit torch_max_expanded_bytes=N) to copy or hash them",
+              std::nullopt, t.name);
+}
+
 void swap_in_place(std::uint8_t* p, std::size_t n, std::size_t unit) {
   for (std::size_t i = 0; i + unit <= n; i += unit) std::reverse(p + i, p + i + unit);
 }
@@ -21,7 +61,8 @@ void swap_in_place(std::uint8_t* p, std::size_t n, std::size_t unit) {
 }  // namespace
 
 void for_each_value_chunk(const Tensor& t, const Bytes& raw, ByteOrder order,
-                          const std::function<void(std::span<const std::uint8_t>)>& sink) {
+                          const std::function<void(std::span<const std::uint8_t>)>& sink,
+                          std::uint64_t max_expanded_bytes) {
   if (!t.storage) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kTorch, "tensor '" + t.name + "' has no storage to read",
                 std::nullopt, t.name);
@@ -29,6 +70,7 @@ void for_each_value_chunk(const Tensor& t, const Bytes& raw, ByteOrder order,
   require_inside(t, raw.size());  // a caller may build any Tensor: every offset below stays inside raw
   if (t.numel() == 0) return;
   const std::size_t es = element_size(t.dtype);
+  require_expansion_within(t, max_expanded_bytes);
   const std::size_t unit = order == ByteOrder::kBig ? swap_unit(t.dtype) : 1;
   const std::size_t rank = t.shape.size();
 
@@ -93,8 +135,10 @@ std::vector<std::uint8_t> contiguous_bytes(const Checkpoint& checkpoint, const T
   std::vector<std::uint8_t> out;
   if (!tensor.storage) return out;
   const Bytes raw = checkpoint.storage_bytes(*tensor.storage);
-  for_each_value_chunk(tensor, raw, checkpoint.byteorder(),
-                       [&](std::span<const std::uint8_t> c) { out.insert(out.end(), c.begin(), c.end()); });
+  for_each_value_chunk(
+      tensor, raw, checkpoint.byteorder(),
+      [&](std::span<const std::uint8_t> c) { out.insert(out.end(), c.begin(), c.end()); },
+      checkpoint.limits().torch_max_expanded_bytes);
   return out;
 }
 
@@ -102,7 +146,9 @@ std::string tensor_sha256(const Checkpoint& checkpoint, const Tensor& tensor) {
   Sha256 h;
   if (tensor.storage) {
     const Bytes raw = checkpoint.storage_bytes(*tensor.storage);
-    for_each_value_chunk(tensor, raw, checkpoint.byteorder(), [&](std::span<const std::uint8_t> c) { h.update(c); });
+    for_each_value_chunk(
+        tensor, raw, checkpoint.byteorder(), [&](std::span<const std::uint8_t> c) { h.update(c); },
+        checkpoint.limits().torch_max_expanded_bytes);
   }
   return h.finish_hex();
 }

@@ -1,4 +1,9 @@
 // legacy_format.cpp - the magic-number stream of torch 0.2-1.5: five pickles, then raw storages (§2).
+// torch.load unpickles all five with the full unpickler (magic, protocol version, sys info, the
+// object, the storage keys), so the globals of every one of them are unknown_globals: a payload in
+// the sys-info pickle runs under torch.load as surely as one in the object. Any pickle protocol
+// torch's legacy writer takes (1-5; protocol 0 fails an assertion in torch.save) reads here.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,7 +20,37 @@ namespace {
 constexpr std::uint8_t kMagic[] = {0x6C, 0xFC, 0x9C, 0x46, 0xF9, 0x20, 0x6A, 0xA8, 0x50, 0x19};
 constexpr std::int64_t kProtocolVersion = 1001;
 
+// Adds the globals of one of the stream's pickles that torch's weights_only list does not allow.
+void add_globals(std::vector<std::string>& into, const pickle::Result& r) {
+  for (std::string& g : globals_not_allowed(r, kWeightsOnly)) into.push_back(std::move(g));
+}
+
+// " (its pickle names os.system, ...: torch.load runs them before it refuses the file)", or "".
+std::string named_globals(const pickle::Result& r) {
+  const auto globals = globals_not_allowed(r, kWeightsOnly);
+  if (globals.empty()) return {};
+  std::string out = " (the pickle names ";
+  for (std::size_t i = 0; i < globals.size(); ++i) out += (i ? ", " : "") + globals[i];
+  return out + ", which torch.load runs before it refuses the file)";
+}
+
 }  // namespace
+
+bool legacy_magic_first(const Checkpoint::State& st) noexcept {
+  try {
+    pickle::Options po;
+    po.limits = st.options.limits;
+    po.stream_name = st.path;
+    po.allow_trailing = true;
+    const pickle::Result magic = pickle::run(st.file.bytes, po);
+    const auto& m = magic.root();
+    if (!m.is(pickle::Kind::kInt)) return false;
+    const auto mb = m.int_bytes();
+    return mb.size() == sizeof kMagic && std::memcmp(mb.data(), kMagic, sizeof kMagic) == 0;
+  } catch (...) {
+    return false;
+  }
+}
 
 void read_legacy(Checkpoint::State& st) {
   st.format = Format::kLegacy;
@@ -30,13 +65,14 @@ void read_legacy(Checkpoint::State& st) {
   const auto& m = magic.root();
   const auto mb = m.is(pickle::Kind::kInt) ? m.int_bytes() : std::vector<std::uint8_t>{};
   if (mb.size() != sizeof kMagic || std::memcmp(mb.data(), kMagic, sizeof kMagic) != 0) {
-    fail(ErrorCode::kTorchBadLegacy, "invalid magic number; corrupt file?", st.path, 0);
+    fail(ErrorCode::kTorchBadLegacy, "invalid magic number; corrupt file?" + named_globals(magic), st.path, 0);
   }
   po.start_offset = magic.end_offset();
   pickle::Result version = pickle::run(bytes, po);
   if (!version.root().is(pickle::Kind::kInt) || version.root().is_big_int() ||
       version.root().as_int() != kProtocolVersion) {
-    fail(ErrorCode::kTorchBadLegacy, "invalid protocol version (expected 1001)", st.path, po.start_offset);
+    fail(ErrorCode::kTorchBadLegacy, "invalid protocol version (expected 1001)" + named_globals(version), st.path,
+         po.start_offset);
   }
   po.start_offset = version.end_offset();
   pickle::Result sys_info = pickle::run(bytes, po);  // ignored by torch too (§2.1)
@@ -48,12 +84,16 @@ void read_legacy(Checkpoint::State& st) {
   po.persistent_load = nullptr;
   st.protocol = object.protocol();
   st.root = object.root();
-  st.unknown_globals = globals_not_allowed(object, kWeightsOnly);
   po.start_offset = object.end_offset();
 
   pickle::Result keys = pickle::run(bytes, po);
+  // Every pickle torch.load unpickles: magic, version, sys info, object, keys.
+  for (const pickle::Result* r : {&magic, &version, &sys_info, &object, &keys}) add_globals(st.unknown_globals, *r);
+  std::sort(st.unknown_globals.begin(), st.unknown_globals.end());
+  st.unknown_globals.erase(std::unique(st.unknown_globals.begin(), st.unknown_globals.end()), st.unknown_globals.end());
   if (!keys.root().is(pickle::Kind::kList)) {
-    fail(ErrorCode::kTorchBadLegacy, "the storage key list is not a list", st.path, po.start_offset);
+    fail(ErrorCode::kTorchBadLegacy, "the storage key list is not a list" + named_globals(keys), st.path,
+         po.start_offset);
   }
   st.stream_bytes.resize(st.storages.size());
   std::vector<bool> filled(st.storages.size(), false);

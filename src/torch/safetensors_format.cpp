@@ -1,5 +1,7 @@
 // safetensors_format.cpp - reading .safetensors into a Checkpoint: header checks, one cpu storage per tensor.
 #include <algorithm>
+#include <cstdio>
+#include <string_view>
 
 #include "maploc/torch/safetensors.h"
 #include "support/flat_index.h"
@@ -27,6 +29,58 @@ constexpr Row kRows[] = {
 
 [[noreturn]] void bad(const Checkpoint::State& st, const std::string& why, std::optional<std::uint64_t> off = {}) {
   fail(ErrorCode::kTorchBadSafetensors, "safetensors: " + why, st.path, off);
+}
+
+// Index of the first byte of `text` that does not begin a well-formed UTF-8 sequence (RFC 3629:
+// no overlong forms, no surrogates, nothing above U+10FFFF), or npos: what Rust's
+// str::from_utf8 accepts, which the safetensors package runs on the whole header.
+std::size_t invalid_utf8_at(std::string_view text) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if (c == 0xED) len = 3, hi = 0x9F;  // U+D800-U+DFFF: surrogates
+    else if (c >= 0xE1 && c <= 0xEF) len = 3;
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) len = 4, hi = 0x8F;
+    else return i;
+    if (n - i < len || p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (std::size_t k = 2; k < len; ++k) {
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// A decoded name or metadata string: the header's bytes were UTF-8, but a \u escape of a lone
+// surrogate (\udc80) decodes to bytes that are not (serde_json refuses it, and it would name the
+// same tensor as the raw bytes ED B2 80).
+void require_utf8(const Checkpoint::State& st, std::string_view what, const std::string& text) {
+  const std::size_t at = invalid_utf8_at(text);
+  if (at == std::string_view::npos) return;
+  std::string shown;
+  for (unsigned char c : text.substr(0, std::min<std::size_t>(text.size(), 64))) {
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      shown.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      shown += buf;
+    }
+  }
+  bad(st, std::string(what) + " '" + shown + "' is not valid UTF-8 at its byte " + std::to_string(at) +
+              " (an escaped lone surrogate); the safetensors package refuses it");
 }
 
 struct Entry {
@@ -235,6 +289,13 @@ void read_safetensors(Checkpoint::State& st) {
                 " bytes): truncated", 0);
   }
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, n);
+  if (const std::size_t at = invalid_utf8_at(text); at != std::string_view::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[at]));
+    bad(st, "the header is not valid UTF-8 at file byte " + std::to_string(8 + at) + " (" + byte +
+                "); the safetensors package refuses such a header, and names that are not UTF-8 have no one text",
+        8 + at);
+  }
   std::vector<Raw> members = read_header(st, text);
   const std::uint64_t data_start = 8 + n;
   const std::uint64_t data_size = file.size() - data_start;
@@ -245,9 +306,14 @@ void read_safetensors(Checkpoint::State& st) {
     if (raw.metadata) {
       if (!raw.object) bad(st, "__metadata__ is not an object");
       if (raw.bad_meta) bad(st, "__metadata__ value of '" + *raw.bad_meta + "' is not a string");
+      for (const auto& [key, value] : raw.meta) {
+        require_utf8(st, "__metadata__ key", key);
+        require_utf8(st, "the __metadata__ value of '" + key + "'", value);
+      }
       for (auto& kv : raw.meta) st.metadata.push_back(std::move(kv));
       continue;
     }
+    require_utf8(st, "tensor name", raw.name);
     const std::uint64_t h = maploc::detail::hash_text(raw.name);
     if (by_name.find(h, same_name(raw.name))) bad(st, "tensor '" + raw.name + "' appears twice in the header");
     entries.push_back(parse_entry(st, raw));

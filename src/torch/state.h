@@ -90,6 +90,10 @@ struct Checkpoint::State {
 /// thread while data.pkl runs, or first where threads do not pay.
 void read_zip(Checkpoint::State& state, const std::function<void()>& locate_rest);
 void read_legacy(Checkpoint::State& state);
+/// True when the file's first pickle yields the legacy magic number, whatever precedes it in that
+/// pickle (sniff_content only finds the number near the start; torch.load unpickles any non-zip
+/// file as a legacy stream, so a payload placed before the number must not hide the stream).
+bool legacy_magic_first(const Checkpoint::State& state) noexcept;
 void read_tar(Checkpoint::State& state);
 /// Safetensors fills tensors too (one dense tensor per storage); no pickle.
 void read_safetensors(Checkpoint::State& state);

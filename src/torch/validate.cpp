@@ -48,6 +48,15 @@ void check_geometry(const Tensor& t, std::uint64_t max_rank) {
     }
     numel *= u;
   }
+  // Its byte count too (a stride-0 view of 2^62 float32 elements is 2^64 bytes: torch saves and
+  // loads it, but numel x element size wraps to 0 in 64 bits).
+  const std::uint64_t es = element_size(t.dtype);
+  if (numel > kMaxI64 / es) {
+    fail(ErrorCode::kTorchBadTensor,
+         "tensor '" + t.name + "': its byte count " + std::to_string(numel) + " elements x " + std::to_string(es) +
+             " bytes overflows int64: " + describe(t),
+         t.name);
+  }
 }
 
 // Bytes [0, end) of the storage the tensor reaches: (offset + sum((size-1)*stride) + 1) * elsize.

@@ -43,7 +43,11 @@ void measure_cut_zip(const Bytes& file, VerifyReport& r, const Limits& limits) {
         pid[4].is(pickle::Kind::kInt) && !pid[4].is_big_int()) {
       const auto dt = dtype_from_storage_type(pid[1].global_module(), pid[1].global_name());
       if (dt && pid[4].as_int() >= 0) {
-        needed += static_cast<std::uint64_t>(pid[4].as_int()) * element_size(*dt);
+        // Checked: a crafted numel must not wrap the total into a small, plausible size.
+        const auto n = static_cast<std::uint64_t>(pid[4].as_int());
+        const std::uint64_t es = element_size(*dt);
+        const std::uint64_t bytes = n > UINT64_MAX / es ? UINT64_MAX : n * es;
+        needed = bytes > UINT64_MAX - needed ? UINT64_MAX : needed + bytes;
         ++storages;
       }
     }

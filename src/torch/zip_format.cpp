@@ -1,4 +1,5 @@
 // zip_format.cpp - torch.save (>= 1.6) and torch.jit.save archives: records, byteorder, data.pkl (§1, §3).
+#include <algorithm>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -193,6 +194,12 @@ void read_zip(Checkpoint::State& st, const std::function<void()>& locate_rest) {
       StorageTable const_table(st, ar.prefix() + "/constants.pkl", locate_in(st, "constants/", pending));
       pickle::Result constants = run_pickle(st, "constants.pkl", const_table);
       st.constants_root = constants.root();
+      // torch.load hands a TorchScript archive to torch.jit.load, which unpickles constants.pkl
+      // as well: its globals are the archive's as much as data.pkl's.
+      for (std::string& g : globals_not_allowed(constants, kWeightsOnly)) st.unknown_globals.push_back(std::move(g));
+      std::sort(st.unknown_globals.begin(), st.unknown_globals.end());
+      st.unknown_globals.erase(std::unique(st.unknown_globals.begin(), st.unknown_globals.end()),
+                               st.unknown_globals.end());
       st.results.push_back(std::move(constants));
     }
   });

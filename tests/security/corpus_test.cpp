@@ -56,7 +56,7 @@ TEST_CASE("every Limits field is tripped by some file of the corpus", "[security
                             "pickle_max_stack_depth", "pickle_max_nesting_depth", "pickle_max_memo_entries",
                             "pickle_max_string_bytes", "pickle_max_container_items", "pickle_max_total_bytes",
                             "torch_max_rank", "torch_max_walk_paths", "pickle_max_int_digits", "torch_max_tensors",
-                            "torch_max_name_bytes", "torch_max_walk_bytes"}) {
+                            "torch_max_name_bytes", "torch_max_walk_bytes", "torch_max_expanded_bytes"}) {
     INFO(field);
     CHECK(lowered.count(field) == 1);
   }

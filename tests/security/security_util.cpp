@@ -55,6 +55,7 @@ Limits limits_of(const Entry& e) {
     else if (name == "torch_max_tensors") l.torch_max_tensors = value;
     else if (name == "torch_max_name_bytes") l.torch_max_name_bytes = value;
     else if (name == "torch_max_walk_bytes") l.torch_max_walk_bytes = value;
+    else if (name == "torch_max_expanded_bytes") l.torch_max_expanded_bytes = value;
     else throw std::runtime_error("manifest names an unknown limit " + name);
   }
   return l;

@@ -1,9 +1,12 @@
 // malformed_test.cpp - corrupted fixtures and hand-written legacy streams, each with its ErrorCode.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "maploc/torch/checkpoint.h"
+#include "maploc/torch/hash.h"
 #include "torch/torch_test_util.h"
 
 namespace maploc::test {
@@ -245,6 +248,99 @@ TEST_CASE("files that are not checkpoints say what they look like", "[torch][mal
       }
     }
   }
+}
+
+// Issue 27, part 6: files torch writes and reads that maploc listed wrongly or hashed without end.
+namespace {
+std::filesystem::path attack(const char* name) {
+  return std::filesystem::path(MAPLOC_FIXTURES_DIR) / "malicious" / "attacks" / name;
+}
+}  // namespace
+
+TEST_CASE("a stride-0 view of 2^62 float32 elements is refused: its byte count wraps", "[torch][malformed]") {
+  const Error e = error_of([] { (void)Checkpoint::open(attack("expand_2p62.pt")); });
+  CHECK(e.code() == ErrorCode::kTorchBadTensor);
+  INFO(e.what());
+  CHECK(std::string(e.what()).find("tensor 'big'") != std::string::npos);
+  CHECK(std::string(e.what()).find("byte count") != std::string::npos);
+}
+
+TEST_CASE("hashing or copying an expanded view is bounded by torch_max_expanded_bytes", "[torch][limits]") {
+  const Checkpoint huge = Checkpoint::open(attack("expand_2p40.pt"));
+  REQUIRE(huge.tensors().size() == 1);
+  const torch::Tensor& big = huge.tensors()[0];
+  CHECK(big.numel() == (std::uint64_t{1} << 40));
+  const Error e = error_of([&] { (void)torch::tensor_sha256(huge, big); });
+  CHECK(e.code() == ErrorCode::kTorchLimitExpandedBytes);
+  const std::string what = e.what();
+  INFO(what);
+  CHECK(what.find("tensor 'big'") != std::string::npos);
+  CHECK(what.find("Limits::torch_max_expanded_bytes (4294967296)") != std::string::npos);
+  CHECK(what.find("--limit torch_max_expanded_bytes=") != std::string::npos);
+  CHECK(code_of([&] { (void)torch::contiguous_bytes(huge, big); }) == ErrorCode::kTorchLimitExpandedBytes);
+
+  // 16 KiB of values from 16 stored bytes: under the default, over a lowered limit, and a
+  // contiguous tensor of any size is never counted against it.
+  const Checkpoint rows = Checkpoint::open(attack("expand_16k.pt"));
+  const torch::Tensor& r = rows.tensors()[0];
+  const auto bytes = torch::contiguous_bytes(rows, r);
+  REQUIRE(bytes.size() == 16384);
+  float last = 0;
+  std::memcpy(&last, bytes.data() + bytes.size() - 4, 4);
+  CHECK(last == 3.0f);
+  torch::Options low;
+  low.limits.torch_max_expanded_bytes = 4096;
+  const Checkpoint rows_low = Checkpoint::open(attack("expand_16k.pt"), low);
+  CHECK(code_of([&] { (void)torch::tensor_sha256(rows_low, rows_low.tensors()[0]); }) ==
+        ErrorCode::kTorchLimitExpandedBytes);
+  low.limits.torch_max_expanded_bytes = 0;
+  const Checkpoint plain = Checkpoint::open(checkpoints_dir() / "protocol2.t113.pt", low);
+  for (const auto& t : plain.tensors()) {
+    if (t.storage) CHECK_NOTHROW(torch::tensor_sha256(plain, t));
+  }
+}
+
+TEST_CASE("unknown_globals covers every pickle torch.load unpickles", "[torch][globals]") {
+  // Legacy: magic, version, sys info, object and storage keys are all unpickled by torch.load.
+  const Checkpoint legacy = Checkpoint::open(attack("legacy_payload_every_pickle.pt"));
+  CHECK(legacy.unknown_globals() ==
+        std::vector<std::string>{"nt.system", "os.system", "subprocess.call", "subprocess.getoutput"});
+  CHECK(legacy.tensors().size() == 1);
+  CHECK(Checkpoint::open(attack("legacy_payload_sys_info.pt")).unknown_globals() ==
+        std::vector<std::string>{"os.system"});
+  // TorchScript: constants.pkl, which torch.jit.load unpickles.
+  const Checkpoint script = Checkpoint::open(attack("torchscript_constants_global.pt"));
+  CHECK(script.format() == torch::Format::kTorchScript);
+  const auto& g = script.unknown_globals();  // data.pkl's __torch__ classes, and constants.pkl's call
+  CHECK(std::find(g.begin(), g.end(), "os.system") != g.end());
+  CHECK(std::is_sorted(g.begin(), g.end()));
+}
+
+TEST_CASE("legacy streams of every pickle protocol torch writes (1-5) open", "[torch][legacy]") {
+  for (int p = 1; p <= 5; ++p) {
+    const auto path = checkpoints_dir() / ("legacy_protocol" + std::to_string(p) + ".t113.pt");
+    INFO(path);
+    const Checkpoint c = Checkpoint::open(path);
+    CHECK(c.format() == torch::Format::kLegacy);
+    CHECK(c.tensors().size() == 3);
+    CHECK(c.unknown_globals().empty());
+  }
+}
+
+TEST_CASE("safetensors names and metadata that are not UTF-8 are refused", "[torch][safetensors][malformed]") {
+  for (const char* name : {"st_name_not_utf8.safetensors", "st_name_surrogate.safetensors",
+                           "st_name_escaped_surrogate.safetensors", "st_metadata_not_utf8.safetensors",
+                           "st_metadata_key_escaped_surrogate.safetensors"}) {
+    INFO(name);
+    const Error e = error_of([&] { (void)Checkpoint::open(attack(name)); });
+    CHECK(e.code() == ErrorCode::kTorchBadSafetensors);
+    CHECK(std::string(e.what()).find("UTF-8") != std::string::npos);
+  }
+  // The raw byte is named by its file offset: 8 (the size) + 3 ('{"w').
+  const Error raw = error_of([] { (void)Checkpoint::open(attack("st_name_not_utf8.safetensors")); });
+  INFO(raw.what());
+  CHECK(std::string(raw.what()).find("file byte 11 (0xff)") != std::string::npos);
+  CHECK(raw.offset() == std::optional<std::uint64_t>{11});
 }
 
 }  // namespace maploc::test

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "maploc/limits.h"
 #include "maploc/progress.h"
 #include "maploc/remap/device.h"
 #include "maploc/remap/map_location.h"
@@ -165,6 +166,9 @@ class Loaded {
   std::shared_ptr<const maploc::detail::FlatIndex> by_name_;  ///< tensor names, hashed
   DeviceInventory inventory_;
   CudaOptions cuda_;
+  /// The checkpoint's Limits::torch_max_expanded_bytes: tensor_sha256 and load_into of an
+  /// expanded view (stride 0) produce at most this many bytes of values.
+  std::uint64_t max_expanded_bytes_ = Limits{}.torch_max_expanded_bytes;
 };
 
 /// Plans (make_plan + check_fits), then allocates every storage on its

@@ -135,11 +135,16 @@ class Checkpoint {
   std::shared_ptr<const std::vector<Tensor>> shared_tensors() const noexcept;
   /// "module.name" of every GLOBAL not on torch's default weights_only
   /// allowlist (what torch.serialization.get_unsafe_globals_in_checkpoint
-  /// answers), sorted and without duplicates.
+  /// answers), sorted and without duplicates, from every pickle torch would
+  /// unpickle: all five of a legacy stream, and constants.pkl as well as
+  /// data.pkl of a TorchScript archive.
   const std::vector<std::string>& unknown_globals() const noexcept;
   /// What the records or stream say about the writer, e.g. "version record 3",
   /// "byteorder record (torch >= 2.1)", ".format_version 1 (torch >= 2.7)".
   const std::vector<std::string>& version_hints() const noexcept;
+  /// The Limits the checkpoint was opened with (Options::limits); tensor_sha256 and
+  /// contiguous_bytes bound expanded views by its torch_max_expanded_bytes.
+  const Limits& limits() const noexcept;
 
   /// The main object (data.pkl, or the legacy/tar object pickle). Storages
   /// appear in it as Value::external(h) handles; storage_of_handle(h)
