@@ -2,7 +2,10 @@
 # install-deps.sh - brings a fresh Debian machine to a state that builds (and, with `test`, tests) maploc.
 # Idempotent. Usage: bash tools/install-deps.sh [build|test]
 #   build (default): what the library and the CLI need; no Python, no torch (tools/demo.sh).
-#   test:            build's packages plus what the test suite compares against (tools/test.sh).
+#   test:            build's packages plus what the test suite compares against (tools/test.sh),
+#                    and .cache/safetensors-venv: Debian's python3 with its torch (system site
+#                    packages) plus the safetensors package from the Python package index, for the
+#                    safetensors round trips (tests/write, tests/sharded), which may not skip in CI.
 set -euo pipefail
 mode=${1:-build}
 
@@ -11,6 +14,7 @@ build=(cmake make g++ pkg-config zlib1g-dev nlohmann-json3-dev
 test=(catch2            # the test framework
       python3-torch     # tests/write loads maploc-written files with real torch (1.13)
       python3-numpy     # the Python module's DLPack tests
+      python3-venv      # .cache/safetensors-venv (below)
       ca-certificates)  # fixtures/real/fetch.py downloads the real-world corpus over HTTPS
 
 case "$mode" in
@@ -19,11 +23,28 @@ case "$mode" in
   *) echo "install-deps: unknown mode '$mode' (use build or test)" >&2; exit 2 ;;
 esac
 
+# The safetensors package beside Debian's torch 1.13 (pinned as tools/make-venv.sh pins it);
+# kept between runs, rebuilt when it cannot import both.
+safetensors_venv() {
+  local root venv
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  venv="$root/.cache/safetensors-venv"
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch, safetensors.torch' 2>/dev/null; then
+    return 0
+  fi
+  echo "install-deps: creating $venv (safetensors==0.8.0 over Debian's torch)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 3 'safetensors==0.8.0'
+  "$venv/bin/python" -c 'import torch, safetensors.torch'
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
+  if [ "$mode" = test ]; then safetensors_venv; fi
   exit 0
 fi
 
@@ -36,3 +57,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "$mode" = test ]; then safetensors_venv; fi

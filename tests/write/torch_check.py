@@ -11,7 +11,8 @@
       back to .pt and torch.load that.
 
 Exit 0 when everything matched, 1 on a mismatch, 77 (ctest SKIP_RETURN_CODE)
-when torch (or safetensors) is not importable here.
+when torch (or safetensors) is not importable here, unless MAPLOC_SAFETENSORS_REQUIRED=1
+(tools/test.sh, which installs the package): then a missing package is a failure.
 """
 import ctypes
 import hashlib
@@ -140,6 +141,10 @@ def run_safetensors(binary, fixtures, work):
     try:
         from safetensors.torch import load_file
     except Exception as e:  # noqa: BLE001
+        if os.environ.get("MAPLOC_SAFETENSORS_REQUIRED") == "1":
+            print("FAILED: safetensors is not importable by %s although MAPLOC_SAFETENSORS_REQUIRED=1: %s"
+                  % (sys.executable, e))
+            sys.exit(1)
         print("SKIP: safetensors is not importable: %s" % e)
         sys.exit(77)
     problems, done, refused = [], 0, []
