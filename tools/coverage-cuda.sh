@@ -18,15 +18,14 @@ ctest --test-dir "$dir" -R '^remap_standin:' --output-on-failure >"$dir/coverage
   tail -30 "$dir/coverage-ctest.log"; echo "coverage-cuda: the stand-in tests failed" >&2; exit 1; }
 grep -E "tests passed|tests failed" "$dir/coverage-ctest.log"
 objects="$dir/src/remap/CMakeFiles/maploc_remap_objects.dir"
-echo "file | lines executed | functions executed"
+out="$dir/coverage-gcov"
+rm -rf "$out" && mkdir -p "$out"
+echo "file | lines executed"
 for f in cuda_runtime_backend upload device_memory; do
-  out=$(cd "$objects" && gcov -n -f "$f.cpp.gcda" 2>/dev/null)
-  # gcov -f prints one block per function, then the file's own summary (the last 'Lines' line).
-  lines=$(printf '%s\n' "$out" | awk -v f="$f.cpp" '$0 ~ "^File .*"f"\x27" {found=1} found && /^Lines executed/ {print; exit}')
-  funcs=$(printf '%s\n' "$out" | awk '/^Function/ {n++; getline; if ($0 !~ /:0.00%/) e++} END {printf "%d of %d", e, n}')
-  echo "src/remap/$f.cpp | ${lines#Lines executed:} | $funcs"
+  summary=$(cd "$out" && gcov "$OLDPWD/$objects/$f.cpp.gcda" 2>/dev/null |
+            awk -v f="$f.cpp" '$0 ~ "^File .*"f"\x27" {found=1} found && !done && /^Lines executed/ {print; done=1}')
+  echo "src/remap/$f.cpp | ${summary#Lines executed:}"
 done
 echo
-echo "Functions of cuda_runtime_backend.cpp never executed:"
-(cd "$objects" && gcov -n -f cuda_runtime_backend.cpp.gcda 2>/dev/null) |
-  awk '/^Function/ {name=$2; getline; if ($0 ~ /:0.00%/) print "  " name}' | c++filt
+echo "Lines of cuda_runtime_backend.cpp never executed (gcov '#####'):"
+grep -E '^ +#####:' "$out/cuda_runtime_backend.cpp.gcov" | sed -E 's/^ +#####: +([0-9]+):/  \1:/'

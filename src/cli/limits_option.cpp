@@ -31,6 +31,7 @@ constexpr Field kFields[] = {
     {"torch_max_tensors", &Limits::torch_max_tensors},
     {"torch_max_name_bytes", &Limits::torch_max_name_bytes},
     {"torch_max_walk_bytes", &Limits::torch_max_walk_bytes},
+    {"torch_max_expanded_bytes", &Limits::torch_max_expanded_bytes},
 };
 
 [[noreturn]] void bad(const std::string& why) {

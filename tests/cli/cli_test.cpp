@@ -51,7 +51,7 @@ TEST_CASE("version and help flags exit 0, no command is a usage error", "[cli]")
   CHECK(run_cli("ls").exit_code == 2);
 }
 
-TEST_CASE("every command has --help; unknown options are usage errors", "[cli]") {
+TEST_CASE("every command has --help, unknown options are usage errors", "[cli]") {
   for (const char* command : {"ls", "dis", "plan", "load", "remap", "convert", "verify"}) {
     INFO(command);
     auto help = run_cli(std::string(command) + " --help");

@@ -208,7 +208,7 @@ TEST_CASE("copies: protect() records writes into memory the caller did not hand 
   require_clean(c);
 }
 
-TEST_CASE("failure injection: the nth call fails; an injected copy fails when it runs, sticky") {
+TEST_CASE("failure injection: the nth call fails, an injected copy fails when it runs, sticky") {
   Control& c = fresh();
   void *a = nullptr, *b = nullptr;
   REQUIRE(c.fail("cudaMalloc", 2, cuda::kErrorMemoryAllocation) == 0);

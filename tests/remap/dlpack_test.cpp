@@ -183,7 +183,7 @@ TEST_CASE("lazy conj and neg bits, nested and meta tensors are refused, naming t
   CHECK(code_of([&] { own(remap::to_dlpack(on_meta, *on_meta.find("plain"))); }) == ErrorCode::kTorchNotConvertible);
 }
 
-TEST_CASE("an exported tensor outlives its Loaded and Checkpoint; tensors of one storage share it", "[remap][dlpack]") {
+TEST_CASE("an exported tensor outlives its Loaded and Checkpoint, tensors of one storage share it", "[remap][dlpack]") {
   const auto manifest = read_json(fixture("checkpoints/views_shared.t113.pt.manifest.json"));
   std::map<std::string, std::string> sha;
   for (const auto& t : manifest["tensors"]) sha[t["name"]] = t["sha256"];

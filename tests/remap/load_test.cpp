@@ -197,7 +197,7 @@ TEST_CASE("load_into follows load_state_dict: strict, missing, unexpected, misma
 }
 
 
-TEST_CASE("copies report progress, serialized and ending at the total; views copy nothing", "[remap]") {
+TEST_CASE("copies report progress, serialized and ending at the total, views copy nothing", "[remap]") {
   const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/shufflenet_v2_x0_5.t113.pt"));
   std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
   auto o = options(MapLocation::parse("cpu"), HostMemory::kOwnedCopy);

@@ -204,7 +204,7 @@ TEST_CASE("populate: every fixture's storages resident and mapped, bytes and wri
   CHECK(files >= 40);
 }
 
-TEST_CASE("populate: without it a fresh load leaves pages unmapped and out of memory; with it none",
+TEST_CASE("populate: without it a fresh load leaves pages unmapped and out of memory, with it none",
           "[remap][populate]") {
   // The control half shows that the checks above can fail.
   const TempFile copy("shufflenet_v2_x0_5.t113.pt");

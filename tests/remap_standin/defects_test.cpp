@@ -224,7 +224,7 @@ TEST_CASE("events block rather than spin (issue 26, 9)", "[standin][defect]") {
   CHECK(s.sc.spinning_waits() == 0);
 }
 
-TEST_CASE("a runtime newer than the driver gives way to the next library; each library's error is kept (issue 26, 5)",
+TEST_CASE("a runtime newer than the driver gives way to the next library, and each library's error is kept (issue 26, 5)",
           "[standin][defect]") {
   auto& sc = standin::Control::get();
   const std::string first = standin::Control::path();

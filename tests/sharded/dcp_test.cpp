@@ -66,7 +66,7 @@ TEST_CASE("DCP .metadata is read inertly: a global torch would import is only li
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("DCP stream.zstd/1 items are inflated by libzstd; other transforms are refused by name",
+TEST_CASE("DCP stream.zstd/1 items are inflated by libzstd, other transforms are refused by name",
           "[torch][sharded][dcp]") {
   const auto c = torch::Checkpoint::open(sharded_dir() / "dcp_zstd");
   for (const auto& b : c.byte_items()) CHECK(b.transform == "stream.zstd/1");

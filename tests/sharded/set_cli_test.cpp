@@ -55,7 +55,7 @@ TEST_CASE("maploc ls --json --hash of a set directory and index agree with torch
   }
 }
 
-TEST_CASE("maploc plan, load and verify take a set; broken sets exit 3 naming the problem", "[cli][sharded]") {
+TEST_CASE("maploc plan, load and verify take a set, broken sets exit 3 naming the problem", "[cli][sharded]") {
   const auto dir = quoted(maploc::test::sharded_dir() / "bin_set");
   CHECK(run_cli("plan " + dir + " --map-location cpu").exit_code == 0);
   const Run load = run_cli("load " + dir + " --map-location cpu --hash");

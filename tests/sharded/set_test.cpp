@@ -100,7 +100,7 @@ TEST_CASE("a set loads through remap::load with the values torch saved", "[torch
   }
 }
 
-TEST_CASE("a list of files opens as a set; a name in two files is refused", "[torch][sharded]") {
+TEST_CASE("a list of files opens as a set, a name in two files is refused", "[torch][sharded]") {
   const auto manifest = test::set_manifest("st_set");
   std::vector<std::filesystem::path> files;
   for (const auto& name : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
