@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "error_of.h"
 #include "maploc/remap/loaded.h"
 #include "maploc/remap/slice.h"
 #include "remap/manifest.h"
@@ -348,6 +349,30 @@ TEST_CASE("a runtime whose cudaPointerAttributes grew writes into room left for 
   CHECK(info.kind == remap::DeviceBackend::PointerKind::kDevice);
   CHECK(info.device == 0);
   REQUIRE(s.sc.cudaFree(dst) == 0);
+}
+
+TEST_CASE("runtime failures through the real adapter: named, nothing left behind", "[standin]") {
+  const auto checkpoint = torch::Checkpoint::open(fixture(kTagged));
+  SECTION("out of device memory") {
+    OnStandin s("devices=1,memory=64M");
+    REQUIRE(s.sc.fail("cudaMalloc", 1, remap::cuda::kErrorMemoryAllocation) == 0);
+    const Error e = error_of([&] { remap::load(checkpoint, options_for(s, "cuda:*->cuda:0")); });
+    CHECK(e.code() == ErrorCode::kRemapOutOfMemory);
+    CHECK_THAT(e.what(), Catch::Contains("cudaErrorMemoryAllocation") && Catch::Contains("cuda:0"));
+    CHECK(s.sc.live("device_allocations") == 0);
+    CHECK(s.sc.live("streams") == 0);
+  }
+  SECTION("a copy that fails when it runs: a sticky error, reported against its storage") {
+    OnStandin s("devices=2,memory=64M");
+    REQUIRE(s.sc.fail("cudaMemcpyAsync", 1, remap::cuda::kErrorIllegalAddress) == 0);
+    remap::LoadOptions o = options_for(s, "cuda:*->cuda:1");
+    o.cuda.arena = false;
+    const Error e = error_of([&] { remap::load(checkpoint, o); });
+    CHECK(e.code() == ErrorCode::kRemapDevice);
+    CHECK_THAT(e.what(), Catch::Contains("cudaErrorIllegalAddress") && Catch::Contains("to cuda:1") &&
+                             Catch::Contains("storage"));
+    s.violations();  // the injected failure is not a defect of maploc's
+  }
 }
 
 }  // namespace maploc::test
