@@ -11,26 +11,17 @@
 #include <string>
 
 #include "maploc/remap/device.h"
+#include "run_shell.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
+using maploc::test::Run;
 
-// Runs the maploc binary with `args` (already shell-quoted where needed).
+// Runs the maploc binary with `args` (already shell-quoted where needed), stdout and stderr together.
 Run run_cli(const std::string& args) {
-  const std::string cmd = std::string("'") + MAPLOC_CLI + "' " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return maploc::test::run_shell(std::string("'") + MAPLOC_CLI + "' " + args + " 2>&1");
 }
 
 std::string fixture(const std::string& rel) { return std::string(MAPLOC_FIXTURES_DIR) + "/" + rel; }

@@ -18,26 +18,15 @@
 #include <vector>
 
 #include "exit_codes.h"
+#include "run_shell.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using maploc::cli::kExitCodeTable;
 
-struct Run {
-  int exit_code;
-  std::string out;  // stdout and stderr together (or stderr alone, see run_full)
-};
-
-Run run_shell(const std::string& cmd) {
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using maploc::test::Run;  // stdout and stderr together (or stderr alone, see run_full)
+using maploc::test::run_shell;
 
 Run run_cli(const std::string& args) { return run_shell(std::string("'") + MAPLOC_CLI + "' " + args + " 2>&1"); }
 

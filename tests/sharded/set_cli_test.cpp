@@ -6,26 +6,15 @@
 
 #include <cstdio>
 
+#include "run_shell.h"
 #include "sharded/sharded_test_util.h"
 
 #ifdef MAPLOC_CLI_PATH
 namespace {
 
-struct Run {
-  int exit_code;
-  std::string out;
-};
+using maploc::test::Run;
 
-Run run_cli(const std::string& args) {
-  const std::string cmd = std::string("'") + MAPLOC_CLI_PATH + "' " + args;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Run run_cli(const std::string& args) { return maploc::test::run_shell(std::string("'") + MAPLOC_CLI_PATH + "' " + args); }
 
 std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
