@@ -114,13 +114,13 @@ Error execute(State& s, Op& op) {
 
 Error complete(State& s, const std::vector<u64>& targets, u64 wait_until) {
   std::set<u64> closure;
-  std::vector<u64> todo(targets);
-  while (!todo.empty()) {
-    u64 id = todo.back();
-    todo.pop_back();
+  std::vector<u64> frontier(targets);
+  while (!frontier.empty()) {
+    u64 id = frontier.back();
+    frontier.pop_back();
     auto it = s.ops.find(id);
     if (it == s.ops.end() || !closure.insert(id).second) continue;
-    for (u64 dep : it->second.deps) todo.push_back(dep);
+    for (u64 dep : it->second.deps) frontier.push_back(dep);
   }
   // Effects land in completion order: (end, id) is a topological order, as every op ends no
   // earlier than its predecessors and ids grow with enqueue order.
