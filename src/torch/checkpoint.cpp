@@ -28,7 +28,7 @@ bool is_truncated_zip(const Error& e) {
 // Runs one step of reading the zip container, saying "truncated" or "not a
 // checkpoint" for the errors that mean the file is not a whole zip archive.
 template <typename Step>
-void zip_step(const Checkpoint::State& st, ContentKind kind, Step step) {
+void zip_step(const Checkpoint::State& st, ContentKind kind, const std::string& detail, Step step) {
   try {
     step();
   } catch (const Error& e) {
@@ -39,17 +39,20 @@ void zip_step(const Checkpoint::State& st, ContentKind kind, Step step) {
            "short): " + e.message(),
            st.path);
     }
-    not_a_checkpoint(st, kind);
+    not_a_checkpoint(st, kind, detail);
   }
 }
 
-// Zip archives: the magic at offset 0, or anywhere the end record says
-// (bytes prepended to an archive, torch's test_serialization_with_header).
-void open_zip(Checkpoint::State& st, ContentKind kind) {
+// Zip archives: the magic at offset 0, or anywhere the end record says: bytes
+// prepended to an archive (torch's test_serialization_with_header), or a pickle
+// written before torch.save into the same file (test_serialization_offset,
+// which torch.load reads from the file object positioned past the pickle).
+// Without an end record, the error says what the sniff found (`detail` adds to it).
+void open_zip(Checkpoint::State& st, ContentKind kind, const std::string& detail = {}) {
   static constexpr std::string_view kEarly[] = {"data.pkl", "constants.pkl"};
   std::optional<zip::DeferredLocate> pending;
-  zip_step(st, kind, [&] { pending.emplace(st.file, st.options.limits, kEarly, st.archive); });
-  read_zip(st, [&] { zip_step(st, kind, [&] { pending->run(); }); });
+  zip_step(st, kind, detail, [&] { pending.emplace(st.file, st.options.limits, kEarly, st.archive); });
+  read_zip(st, [&] { zip_step(st, kind, detail, [&] { pending->run(); }); });
 }
 
 void read_any(Checkpoint::State& st) {
@@ -72,14 +75,17 @@ void read_any(Checkpoint::State& st) {
     case ContentKind::kSafetensors:
       return read_safetensors(st);
     case ContentKind::kEmpty:
+      not_a_checkpoint(st, kind);
     case ContentKind::kHtml:
     case ContentKind::kGitLfsPointer:
     case ContentKind::kNumpy:
-      not_a_checkpoint(st, kind);
+      return open_zip(st, kind);
     case ContentKind::kPickle:
       // A legacy stream whose first pickle runs something before it yields the magic number.
       if (legacy_magic_first(st)) return read_legacy(st);
-      not_a_checkpoint(st, kind, "a plain pickle, not written by torch.save");
+      return open_zip(st, kind,
+                      "a plain pickle, not written by torch.save, and no torch.save archive follows it; "
+                      "'maploc dis' shows what it holds");
     case ContentKind::kUnknown:
       // The same in protocols 0/1, which have no PROTO opcode: GLOBAL, INST or MARK first.
       if (!head.empty() && (head[0] == 'c' || head[0] == 'i' || head[0] == '(') && legacy_magic_first(st)) {

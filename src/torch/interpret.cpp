@@ -62,7 +62,10 @@ void Interpreter::walk_module(const Value& state, const std::string& name, std::
     const Value& sub = item.value;
     if ((sub.is(Kind::kReduce) || sub.is(Kind::kObject)) && !sub.build_states().empty() &&
         module_state(sub.build_states().back())) {
+      const auto entered = enter(sub.identity());  // a module holding its own ancestor: not followed
+      if (!entered) continue;
       walk_module(sub.build_states().back(), join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
+      leave(*entered);
     }
   }
 }
@@ -85,7 +88,7 @@ void Interpreter::step(const std::string& name, std::size_t depth) {
     fail(ErrorCode::kPickleLimitNesting,
          "object nesting deeper than Limits::pickle_max_nesting_depth (" +
              std::to_string(state_.options.limits.pickle_max_nesting_depth) + ")",
-         name);
+         name.substr(0, 256));
   }
   if (++steps_ > state_.options.limits.torch_max_walk_paths) {
     fail(ErrorCode::kPickleLimitContainerItems,
@@ -132,9 +135,11 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
     default:
       return;  // scalars, strings, globals (dtypes, classes) are leaves
   }
-  const void* node = v.identity();
-  if (node != nullptr && known_tensor_free(node)) return;
-  const std::size_t tensors_before = state_.tensors.size();
+  std::optional<Entered> entered;
+  if (const void* node = v.identity()) {
+    entered = enter(node);
+    if (!entered) return;  // on a cycle and walked already, or a shared tree without tensors
+  }
   switch (v.kind()) {
     case Kind::kDict:
       for (const auto& item : v.items()) walk(item.value, join_name(name, key_text(item.key, state_.options.limits.pickle_max_int_digits)), depth + 1);
@@ -148,22 +153,7 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
       for (std::size_t i = 0; i < elems.size(); ++i) walk(elems[i], join_name(name, std::to_string(i)), depth + 1);
     }
   }
-  if (node != nullptr && state_.tensors.size() == tensors_before) mark_tensor_free(node);
-}
-
-bool Interpreter::known_tensor_free(const void* node) const {
-  const auto word = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(node));
-  return tensor_free_index_.find(detail::hash_word(word, 0x74667265), [&](std::uint32_t i) { return tensor_free_[i] == node; })
-      .has_value();
-}
-
-void Interpreter::mark_tensor_free(const void* node) {
-  const auto word = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(node));
-  const auto pos = static_cast<std::uint32_t>(tensor_free_.size());
-  if (!tensor_free_index_.insert_unique(detail::hash_word(word, 0x74667265), pos,
-                                        [&](std::uint32_t i) { return tensor_free_[i] == node; })) {
-    tensor_free_.push_back(node);
-  }
+  if (entered) leave(*entered);
 }
 
 void Interpreter::walk_object(const Value& v, const std::string& name, std::size_t depth) {

@@ -64,13 +64,34 @@ class Interpreter {
   void account(std::uint64_t bytes, const std::string& name);
   void admit(const std::string& name);  ///< before a tensor is made: Limits::torch_max_tensors and its bytes
 
-  // Containers and objects (by node identity) whose walk found no tensor: met again through
-  // another memo reference, they are not walked again. Only tensors need a name per path, so a
-  // memo-shared tree of plain data (billion laughs) costs one walk per node, not one per path.
-  bool known_tensor_free(const void* node) const;
-  void mark_tensor_free(const void* node);
-  std::vector<const void*> tensor_free_;
-  detail::FlatIndex tensor_free_index_;
+  // The object graph (docs/torch.md, "Names"): containers and objects by node identity, walked as
+  // Tarjan's strongly connected components. An object on a cycle is walked once, under the first path
+  // that reaches it; a path that returns to an object being walked (or walked on a cycle not yet closed)
+  // is not followed. An object on no cycle is walked once per path (tied weights keep a name per path),
+  // unless its walk found no tensor: then it is not walked again, so a memo-shared tree of plain data
+  // (billion laughs) costs one walk per node, not one per path.
+  enum class Mark : std::uint8_t { kNew, kOpen, kCyclic, kTensorFree };
+  struct NodeMark {
+    const void* node;
+    std::uint64_t index = 0;  ///< order of entry (Tarjan's index)
+    std::uint64_t low = 0;    ///< lowest index of an open object its walk returned to
+    Mark mark = Mark::kNew;
+    bool self_loop = false;   ///< it holds itself
+  };
+  struct Entered {
+    std::uint32_t slot;
+    std::size_t tensors_before;
+    std::optional<std::uint32_t> outer;
+  };
+  /// Before walking a node's contents: nullopt where it is not to be walked (see above).
+  std::optional<Entered> enter(const void* node);
+  /// After its contents: closes its component when it is the component's first object.
+  void leave(const Entered& entered);
+  std::vector<NodeMark> marks_;
+  detail::FlatIndex mark_index_;
+  std::vector<std::uint32_t> open_;        ///< Tarjan's stack: entered objects whose component is not closed
+  std::optional<std::uint32_t> current_;   ///< the innermost object being walked
+  std::uint64_t next_index_ = 0;
 };
 
 /// Python's str() of a dict key, for names (pickle::key_str); a class by its dotted path;
