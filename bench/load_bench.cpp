@@ -7,7 +7,7 @@
 //                 load() returns: every byte resident and mapped, shared with the page cache until written
 //   first         open + a private copy of the first tensor's storage (time to first tensor)
 //   cuda          map_location cuda:0; load() returns after the device is synchronised
-// CUDA options (mode cuda): --readers N (CudaOptions::reader_threads, default 4), --no-arena (one device
+// CUDA options (mode cuda): --readers N (CudaOptions::reader_threads, default 8), --no-arena (one device
 // allocation per storage), --staging-mib M and --staging-buffers K (the pinned ring's geometry).
 // Prints one JSON object: seconds, bytes, peak RSS over the baseline (and absolute), faults and rchar;
 // in mode cuda also cuda_init_s and the CUDA options used.

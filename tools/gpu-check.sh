@@ -410,7 +410,7 @@ step_build() {
     say "Full build (every test) skipped: $(left) s left, the later steps need about 300."
     cuts+=("full build: skipped, $(left) s left")
     full_build=skipped
-  elif run build-all "$for_all" cmake --build "$build" -j "$nproc"; then
+  elif run build-all "$for_all" cmake --build "$build" -j "$nproc" -- -k; then  # -k: every failure, not the first
     full_build=ok
     say "Full build done."
   else
@@ -439,9 +439,10 @@ step_tests() {
     esac
   fi
   if [ "$mode" = gpu ]; then
-    if [ "${full_build:-}" != ok ]; then
+    # After a failed full build the suite still runs: what did not build is listed as failed (not run).
+    if [ "${full_build:-}" != ok ] && [ "${full_build:-}" != failed ]; then
       say "Whole ctest suite: not run (full build ${full_build:-not done})."
-      [ "${full_build:-}" = failed ] || cuts+=("whole ctest suite: not run, the full build was ${full_build:-not done}")
+      cuts+=("whole ctest suite: not run, the full build was ${full_build:-not done}")
     else
       local secs=$(($(left) - 200))
       if [ "$secs" -lt 30 ]; then
@@ -456,7 +457,14 @@ step_tests() {
         say "Whole ctest suite (MAPLOC_CUDA_REQUIRED=1), summary:"
         block "$out/raw/ctest-summary.txt" 60
         if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then say "ctest was cut for time (see raw/ctest.txt)."
-        elif [ "$rc" -ne 0 ]; then fail_step "ctest: some tests failed (raw/ctest.txt has their output)"; fi
+        elif [ "$rc" -ne 0 ]; then
+          # The failed tests' own output in the report too (the device may not return every raw file).
+          grep -A 40 -E '\*\*\*(Failed|Exception|Timeout)' "$out/raw/ctest.txt" | head -n 200 \
+            >"$out/raw/ctest-failures.txt" || true
+          say "The failed tests' output (the first 200 lines):"
+          block "$out/raw/ctest-failures.txt" 200
+          fail_step "ctest: some tests failed (raw/ctest.txt has their output)"
+        fi
       fi
     fi
   fi

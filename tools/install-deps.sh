@@ -5,16 +5,19 @@
 #   test:            build's packages plus what the test suite compares against (tools/test.sh),
 #                    and .cache/safetensors-venv: Debian's python3 with its torch (system site
 #                    packages) plus the safetensors package from the Python package index, for the
-#                    safetensors round trips (tests/write, tests/sharded), which may not skip in CI.
+#                    safetensors round trips (tests/write, tests/sharded), which may not skip in CI;
+#                    and .cache/python-build-wheels: scikit-build-core, for the installed-wheel test.
 set -euo pipefail
 mode=${1:-build}
 
 build=(cmake make g++ pkg-config zlib1g-dev nlohmann-json3-dev
-       libssl-dev libisal-dev libzstd-dev libdlpack-dev)
+       libssl-dev libisal-dev libzstd-dev libdlpack-dev
+       ninja-build)     # pip install . (scikit-build-core) takes the system's Ninja, else it asks the index
 test=(catch2            # the test framework
       python3-torch     # tests/write loads maploc-written files with real torch (1.13)
       python3-numpy     # the Python module's DLPack tests
       python3-venv      # .cache/safetensors-venv (below)
+      clang-16          # tools/syntax-check.py: every source under GCC 13+/Clang 16+'s C++20 rules
       ca-certificates)  # fixtures/real/fetch.py downloads the real-world corpus over HTTPS
 
 case "$mode" in
@@ -39,12 +42,27 @@ safetensors_venv() {
   "$venv/bin/python" -c 'import torch, safetensors.torch'
 }
 
+# scikit-build-core and what it needs (pinned), for the installed-wheel test (tests/python/installed_wheel.py):
+# it runs pip with --no-index --find-links here, so the test itself needs no network. Fetched with the pip
+# of the venv above; kept between runs.
+python_build_wheels() {
+  local root dir
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  dir="$root/.cache/python-build-wheels"
+  if [ -f "$dir/scikit_build_core-1.1.2-py3-none-any.whl" ]; then
+    return 0
+  fi
+  echo "install-deps: downloading scikit-build-core==1.1.2 into $dir"
+  "$root/.cache/safetensors-venv/bin/python" -m pip download -q --disable-pip-version-check --timeout 30 \
+    --retries 3 --only-binary=:all: -d "$dir" 'scikit-build-core==1.1.2' 'packaging==26.4' 'pathspec==1.1.1'
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  if [ "$mode" = test ]; then safetensors_venv; fi
+  if [ "$mode" = test ]; then safetensors_venv; python_build_wheels; fi
   exit 0
 fi
 
@@ -57,4 +75,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [ "$mode" = test ]; then safetensors_venv; fi
+if [ "$mode" = test ]; then safetensors_venv; python_build_wheels; fi

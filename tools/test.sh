@@ -24,9 +24,13 @@ else
 fi
 
 jobs=$(nproc)
-cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" -DMAPLOC_SAFETENSORS_PYTHON="$st_python" >/dev/null
+cmake -S . -B build -DMAPLOC_CUDA="${MAPLOC_CUDA:-AUTO}" -DMAPLOC_SAFETENSORS_PYTHON="$st_python" \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
+# Every source also under a newer compiler's C++20 rules (clang-16: what GCC 13+ enforces too; a
+# GPU machine's GCC 13 refused two tests that Debian's GCC 12 accepts). Syntax only, no objects.
+python3 tools/syntax-check.py build --jobs "$jobs"
 
 cmake -S . -B build-asan -DMAPLOC_SANITIZE=address,undefined -DMAPLOC_SAFETENSORS_PYTHON="$st_python" >/dev/null
 cmake --build build-asan -j"$jobs"

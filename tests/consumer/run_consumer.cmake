@@ -3,7 +3,8 @@
 # (maploc's build), WORK (scratch folder), PROJECT_DIR (the consumer project), PROGRAMS
 # (executables it builds, '|'-separated; pkg-config mode compiles PROJECT_DIR/<first>.cpp with
 # `pkg-config maploc`, and every PROJECT_DIR/<program>.c with `pkg-config maploc-c`),
-# RUN_ARGS ('|'-separated arguments), EXPECT (a regex the output must match).
+# RUN_ARGS ('|'-separated arguments), EXPECT (a regex the output must match), ISOLATE_DEPS
+# (pkg-config mode: '|'-separated packages whose .pc files only PKG_CONFIG_PATH will reach).
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -23,8 +24,34 @@ endif()
 set(built "")
 if(MODE STREQUAL "pkg-config")
   find_program(PKG_CONFIG pkg-config REQUIRED)
-  set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
-  set(ENV{LD_LIBRARY_PATH} ${prefix}/lib)
+  # Prepended, never replaced: the dependencies' .pc files and libraries may be found only through
+  # the caller's paths (the GPU machine's carried sysroot; found there by tools/gpu-check.sh).
+  if(ISOLATE_DEPS)
+    # The same on any machine: the dependencies' .pc files copied to a folder that only
+    # PKG_CONFIG_PATH names, pkg-config's default search path emptied.
+    file(MAKE_DIRECTORY ${WORK}/deps-pc ${WORK}/no-default-pc)
+    string(REPLACE "|" ";" deps "${ISOLATE_DEPS}")
+    foreach(dep ${deps})
+      execute_process(COMMAND pkg-config --variable=pcfiledir ${dep} OUTPUT_VARIABLE dir
+                      OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0 OR NOT EXISTS ${dir}/${dep}.pc)
+        message(FATAL_ERROR "ISOLATE_DEPS: pkg-config does not know '${dep}' on this machine")
+      endif()
+      file(COPY ${dir}/${dep}.pc DESTINATION ${WORK}/deps-pc)
+    endforeach()
+    set(ENV{PKG_CONFIG_LIBDIR} ${WORK}/no-default-pc)
+    set(ENV{PKG_CONFIG_PATH} ${WORK}/deps-pc)
+  endif()
+  if(DEFINED ENV{PKG_CONFIG_PATH} AND NOT "$ENV{PKG_CONFIG_PATH}" STREQUAL "")
+    set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig:$ENV{PKG_CONFIG_PATH}")
+  else()
+    set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
+  endif()
+  if(DEFINED ENV{LD_LIBRARY_PATH} AND NOT "$ENV{LD_LIBRARY_PATH}" STREQUAL "")
+    set(ENV{LD_LIBRARY_PATH} "${prefix}/lib:$ENV{LD_LIBRARY_PATH}")
+  else()
+    set(ENV{LD_LIBRARY_PATH} ${prefix}/lib)
+  endif()
   list(GET programs 0 first)
   foreach(program ${programs})
     if(program STREQUAL first)

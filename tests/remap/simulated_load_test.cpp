@@ -86,7 +86,8 @@ torch::Checkpoint open_fixture(const std::string& file) {
 TEST_CASE("every fixture to a simulated cuda:0 equals torch's manifest, for every pipeline shape", "[remap][cuda-sim]") {
   auto s = simulated({std::uint64_t{4} << 30});
   const std::vector<remap::CudaOptions> shapes = {
-      geometry(true, 16 << 20, 4, 4),   // the defaults
+      remap::CudaOptions{},             // the defaults (arena, 8 x 16 MiB, 8 readers)
+      geometry(true, 16 << 20, 4, 4),   // the defaults before the GPU run
       geometry(false, 4096, 1, 1),      // per storage, one small buffer, one reader
       geometry(true, 4096, 8, 8),       // many small buffers, many readers
       geometry(false, 64 << 20, 2, 3),  // one big buffer pair

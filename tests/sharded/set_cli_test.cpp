@@ -86,7 +86,7 @@ TEST_CASE("maploc remap and convert take a set or a DCP directory, and write tor
       const auto listing = nlohmann::json::parse(r.out);  // named: a temporary's subobject would dangle
       for (const auto& t : listing["tensors"]) hashes[t["name"]] = t["sha256"];
       CHECK(hashes.size() == manifest["tensors"].size());
-      for (const auto& t : manifest["tensors"]) CHECK(hashes[t["name"].get<std::string>()] == t["sha256"]);
+      for (const auto& t : manifest["tensors"]) CHECK(hashes[t["name"].get<std::string>()] == t["sha256"].get<std::string>());
     }
   }
   std::filesystem::remove_all(out_dir);

@@ -12,8 +12,9 @@ reading every file once, then:
     equal the writer's (a failure fails the step);
   * maploc_bench_physical SMALLEST --gpu: h2d_pinned (cudaMemcpyAsync of 256 MiB from pinned memory,
     the physical reference), h2d_pageable, the pread -> pinned ring -> device pipeline;
-  * maploc_bench_load LARGEST --mode cuda: arena and per-storage (--no-arena), 4 and 1 reader
-    threads; the default (arena, 4 readers) also at every smaller size (host RSS against size);
+  * maploc_bench_load LARGEST --mode cuda: arena and per-storage (--no-arena), the defaults and 1
+    reader thread, and other ring geometries; the defaults (arena, 8 readers, 8 x 16 MiB) also at
+    every smaller size (host RSS against size);
   * tools/gpu/torch_peer.py LARGEST: torch.load(map_location='cuda:0'), torch.load(mmap=True) then
     .to('cuda:0'), safetensors.torch.load_file(device='cuda:0');
 each one untimed run and then --runs (maploc) or --peer-runs (peers) timed runs, medians reported.
@@ -32,6 +33,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+MAIN = "maploc, arena, defaults (8 readers, 8 x 16 MiB)"
 TARGET_H2D = 0.85   # maploc >= 85% of pinned host-to-device bandwidth, warm page cache
 TARGET_TORCH = 5.0  # maploc >= 5x torch.load(map_location='cuda:0')
 RSS_SLACK_KB = 64 * 1024  # "independent of size": the larger file's peak within 64 MiB of the smaller's
@@ -213,14 +215,22 @@ def main():
     else:
         res["physical_note"] = "maploc_bench_physical failed (exit %d): %s" % (rc, err.strip()[-300:])
 
-    configs = [("maploc, arena, 4 readers", []), ("maploc, arena, 1 reader", ["--readers", "1"]),
-               ("maploc, per-storage (--no-arena), 4 readers", ["--no-arena"]),
+    configs = [(MAIN, []), ("maploc, arena, 1 reader", ["--readers", "1"]),
+               ("maploc, per-storage (--no-arena), defaults", ["--no-arena"]),
                ("maploc, per-storage (--no-arena), 1 reader", ["--no-arena", "--readers", "1"])]
+    if not a.dry:
+        # The ring's geometry (a ring of K buffers has K-1 being filled, so readers need buffers):
+        # the old default (4 readers, 4 x 16 MiB) and larger rings, whose pinned allocation is timed.
+        configs += [("maploc, arena, 4 readers, 4 x 16 MiB", ["--readers", "4", "--staging-buffers", "4"]),
+                    ("maploc, arena, 8 readers, 16 x 16 MiB", ["--readers", "8", "--staging-buffers", "16"]),
+                    ("maploc, arena, 16 readers, 16 x 16 MiB", ["--readers", "16", "--staging-buffers", "16"]),
+                    ("maploc, arena, 8 readers, 8 x 32 MiB", ["--readers", "8", "--staging-buffers", "8",
+                                                              "--staging-mib", "32"])]
     mib_large = max(files)
     for label, extra in configs:
         b.measure("%s [%d MiB]" % (label, mib_large), [load, large, "--mode", "cuda"] + extra, a.runs)
     for mib in sorted(files)[:-1]:
-        b.measure("maploc, arena, 4 readers [%d MiB]" % mib, [load, files[mib], "--mode", "cuda"], a.runs)
+        b.measure("%s [%d MiB]" % (MAIN, mib), [load, files[mib], "--mode", "cuda"], a.runs)
     peers = [("torch.load(map_location='cuda:0')", "torch_load", large),
              ("torch.load(mmap=True) then .to('cuda:0')", "torch_mmap_to", large),
              ("safetensors load_file(device='cuda:0')", "safetensors", twin)]
@@ -262,7 +272,7 @@ def finish(b, a, res, ctx):
             for label, _, _ in peers:
                 lines.append("| %s | not available in dry mode | | | | |" % label)
         lines += ["", "Targets:"]
-        main_row = b.rows.get("maploc, arena, 4 readers [%d MiB]" % mib_large, {})
+        main_row = b.rows.get("%s [%d MiB]" % (MAIN, mib_large), {})
         if "gbps" in main_row and h2d:
             pct = main_row["gbps"] / h2d
             lines.append("- >= %d%% of pinned H2D from a warm page cache: %.1f%% (%.2f of %.2f GB/s): %s" % (
@@ -279,7 +289,7 @@ def finish(b, a, res, ctx):
             lines.append("- >= %.0fx torch.load(map_location='cuda:0'): not measured%s" % (
                 TARGET_TORCH, " (dry mode)" if a.dry else ""))
         sized = [(int(l.rsplit("[", 1)[1].split()[0]), r) for l, r in b.rows.items()
-                 if l.startswith("maploc, arena, 4 readers [") and "rss_peak_over_base_kb" in r]
+                 if l.startswith(MAIN + " [") and "rss_peak_over_base_kb" in r]
         if len(sized) >= 2:
             sized.sort(key=lambda t: t[0])
             (m0, r0), (m1, r1) = sized[0], sized[-1]
