@@ -20,6 +20,9 @@ def version():
     return _capi.text(_capi.lib.maploc_version())
 
 
+__version__ = version()   # the loaded library's, which a wheel builds together with this module
+
+
 def _describe(obj, info):
     """The fields a listed and a loaded tensor share, from a maploc_tensor_info."""
     obj.name = _capi.text(info.name)

@@ -38,13 +38,17 @@ class LoadOptions(ctypes.Structure):
 
 
 def _candidates():
-    """Where libmaploc.so is looked for, in order (docs/python.md)."""
+    """Where libmaploc.so is looked for, in order (docs/python.md, "Finding libmaploc.so")."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in _NAMES:   # the wheel's (pip install .), built together with this module: always first
+        packaged = os.path.join(here, name)
+        if os.path.exists(packaged):
+            yield packaged
+            return
     if os.environ.get(_ENV):
         yield os.environ[_ENV]
         return
-    here = os.path.dirname(os.path.abspath(__file__))
-    for folder in (here,                                        # copied next to the package
-                   os.path.join(here, "..", "..", ".."),        # <prefix>/lib/pythonX/site-packages/maploc
+    for folder in (os.path.join(here, "..", "..", ".."),        # <prefix>/lib/pythonX/site-packages/maploc
                    os.path.join(here, "..", "..", "build")):    # python/maploc in a source tree built in build/
         for name in _NAMES:
             path = os.path.normpath(os.path.join(folder, name))
@@ -57,14 +61,14 @@ def _open():
     tried = []
     for path in _candidates():
         try:
-            return ctypes.CDLL(path)
+            return ctypes.CDLL(path), path
         except OSError as e:
             tried.append(f"{path}: {e}")
     raise ImportError("maploc: libmaploc.so not found; set MAPLOC_LIBRARY to its path (tried: "
                       + "; ".join(tried) + ")")
 
 
-lib = _open()
+lib, library_path = _open()   # library_path: the file it was loaded from
 
 _P = ctypes.c_void_p
 _SIGNATURES = {

@@ -2,7 +2,8 @@
 """check_exports.py LIBRARY INCLUDE_DIR - libmaploc.so exports the supported API and nothing else.
 
 The rule (docs/api.md, "What libmaploc.so exports"): a dynamic symbol is allowed when it is
-- a C API function declared MAPLOC_C_EXPORT in maploc/maploc_c.h (and every one of those is exported), or
+- a C API function declared MAPLOC_C_EXPORT in maploc/maploc_c.h (and every one of those is exported,
+  except where the header declares it under an #if of what the build found), or
 - a C++ symbol of a name declared at namespace scope of maploc, maploc::zip, maploc::pickle,
   maploc::torch or maploc::remap in a public header (include/maploc): the function itself, or a member,
   vtable or typeinfo of the class, with no `detail` namespace anywhere in its name.
@@ -68,8 +69,22 @@ def scan(text, names):
 
 
 def c_api(include_dir):
+    """(required, conditional): the MAPLOC_C_EXPORT functions of maploc_c.h; conditional ones are declared
+    under an #if of what the build found (maploc_loaded_dlpack_versioned: DLPack >= 1.0), so may be absent."""
+    required, conditional, stack = set(), set(), []
     with open(os.path.join(include_dir, "maploc", "maploc_c.h")) as fh:
-        return set(re.findall(r"MAPLOC_C_EXPORT\s[^;]*?\b(maploc_\w+)\s*\(", strip_source(fh.read())))
+        text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), fh.read(), flags=re.S)
+    for line in text.splitlines():
+        directive = re.match(r"\s*#\s*(if|ifdef|ifndef|endif)\b(.*)", line)
+        if directive:
+            if directive.group(1) == "endif":
+                stack.pop()
+            else:   # the include guard and extern "C" do not make a declaration conditional
+                stack.append(not re.search(r"MAPLOC_MAPLOC_C_H|__cplusplus", directive.group(2)))
+            continue
+        for name in re.findall(r"MAPLOC_C_EXPORT\s.*?\b(maploc_\w+)\s*\(", line):
+            (conditional if any(stack) else required).add(name)
+    return required, conditional
 
 
 def split_top(s, sep):
@@ -131,9 +146,10 @@ def main():
     mangled = [m.split("@")[0] for m in mangled if m not in ("_init", "_fini")]
     demangled = subprocess.run(["c++filt"], input="\n".join(mangled), stdout=subprocess.PIPE, check=True,
                                text=True).stdout.splitlines()
-    names, capi = public_names(include_dir), c_api(include_dir)
+    names, (capi_required, capi_conditional) = public_names(include_dir), c_api(include_dir)
+    capi = capi_required | capi_conditional
     bad = sorted(set(d for d in demangled if not allowed(d, names, capi)))
-    missing = sorted(capi - set(mangled))
+    missing = sorted(capi_required - set(mangled))
     cxx = sum(1 for d in demangled if "::" in d)
     print(f"{library}: {len(demangled)} exported ({len(set(mangled) & capi)} C API functions, {cxx} C++ symbols)")
     for d in bad:
