@@ -17,6 +17,7 @@ test=(catch2            # the test framework
       python3-torch     # tests/write loads maploc-written files with real torch (1.13)
       python3-numpy     # the Python module's DLPack tests
       python3-venv      # .cache/safetensors-venv (below)
+      clang-16          # tools/syntax-check.py: every source under GCC 13+/Clang 16+'s C++20 rules
       ca-certificates)  # fixtures/real/fetch.py downloads the real-world corpus over HTTPS
 
 case "$mode" in
