@@ -163,7 +163,9 @@ class Machine {
 
   void nest(Node& parent, const Value& child) {
     Node* c = Builder::node(child);
-    if (c == nullptr) return;
+    // A container holding itself (d['self'] = d, through the memo) is no deeper for it:
+    // counted, a dict with 1,000 self-references would read as 1,000 deep.
+    if (c == nullptr || c == &parent) return;
     c->has_parent = true;
     if (c->depth < parent.depth) return;
     if (c->depth >= limits_.pickle_max_nesting_depth)

@@ -157,6 +157,13 @@ TEST_CASE("cycles: a DAG of 60 levels, each holding the one below twice, costs o
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
 }
 
+TEST_CASE("cycles: a dict holding itself 1,500 times is one level deep", "[torch][cycles][limits]") {
+  std::string object = "\x80\x02}" + put(0) + tensor(1) + "(";
+  for (int i = 0; i < 1500; ++i) object += str("s" + std::to_string(i)) + get(0);
+  object += "u" + str("w") + get(1) + "s.";
+  CHECK(names(open_bytes(legacy(object))) == std::vector<std::string>{"w"});
+}
+
 TEST_CASE("cycles: hostile deep nesting is still refused, with the limit named", "[torch][cycles][limits]") {
   SECTION("a list nested 100,000 deep") {
     const std::string object = "\x80\x02" + repeat("]", 100000) + repeat("a", 99999) + ".";
