@@ -123,7 +123,7 @@ TEST_CASE("1,000 failing loads leak no device memory", "[cuda]") {
     }
   }
   CHECK(failures == 1000);
-  CHECK(free_bytes() == before);
+  CHECK(free_bytes() == before);  // the whole device's free bytes: the test runs alone (RUN_SERIAL)
 }
 
 }  // namespace maploc::test

@@ -1,0 +1,25 @@
+# run_serial_check.cmake - cmake -P: fails unless the real-device CUDA suite is registered RUN_SERIAL.
+# Inputs: CTEST (the ctest program), BUILD (the build folder).
+execute_process(COMMAND ${CTEST} --test-dir ${BUILD} --show-only=json-v1 -R "^remap_cuda: every CUDA placement test$"
+                OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ctest --show-only failed (${rc})")
+endif()
+string(JSON count LENGTH "${listing}" tests)
+if(NOT count EQUAL 1)
+  message(FATAL_ERROR "expected one test named 'remap_cuda: every CUDA placement test', found ${count}")
+endif()
+string(JSON props GET "${listing}" tests 0 properties)
+string(JSON n LENGTH "${props}")
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  string(JSON name GET "${props}" ${i} name)
+  if(name STREQUAL "RUN_SERIAL")
+    string(JSON value GET "${props}" ${i} value)
+    if(value)
+      return()
+    endif()
+  endif()
+endforeach()
+message(FATAL_ERROR "'remap_cuda: every CUDA placement test' is not RUN_SERIAL: its device-wide free-memory "
+                    "check fails when other tests use the GPU at the same time (tests/remap_cuda/CMakeLists.txt)")
