@@ -43,6 +43,10 @@ class SmallNet(torch.nn.Module):
     """Stands in for generate.py's __main__.SmallNet."""
 
 
+class Cfg:
+    """Stands in for generate.py's __main__.Cfg (cycle_class.*): attributes only."""
+
+
 def join(prefix, key):
     return str(key) if prefix == "" else "%s.%s" % (prefix, key)
 
@@ -56,28 +60,43 @@ def tensor_sha(t):
     return hashlib.sha256(ctypes.string_at(c.data_ptr(), n) if n else b"").hexdigest()
 
 
-def flatten(obj, prefix, out):
-    """name -> tensor, named the way the fixture manifests name them."""
-    if isinstance(obj, torch.Tensor):
-        if obj.layout != torch.strided:
-            lay = str(obj.layout).replace("torch.", "")
-            parts = [obj._indices(), obj._values()] if lay == "sparse_coo" else \
-                [getattr(obj, n)() for n in SPARSE[lay]]
-            for n, c in zip(SPARSE[lay], parts):
-                out[join(prefix, n)] = c
-        else:
-            out[prefix] = obj
-    elif isinstance(obj, torch.nn.Module):
+def flatten(obj, prefix, out, walking=None):
+    """name -> tensor, named the way the fixture manifests name them. A path back
+    to an object being walked (a reference cycle, cycle_*.pt) is not followed;
+    the manifests' names are all among those this gives."""
+    walking = set() if walking is None else walking
+    if id(obj) in walking:
+        return
+    if not isinstance(obj, torch.Tensor):
+        walking.add(id(obj))
+        try:
+            flatten_items(obj, prefix, out, walking)
+        finally:
+            walking.discard(id(obj))
+        return
+    if obj.layout != torch.strided:
+        lay = str(obj.layout).replace("torch.", "")
+        parts = [obj._indices(), obj._values()] if lay == "sparse_coo" else \
+            [getattr(obj, n)() for n in SPARSE[lay]]
+        for n, c in zip(SPARSE[lay], parts):
+            out[join(prefix, n)] = c
+    else:
+        out[prefix] = obj
+
+
+def flatten_items(obj, prefix, out, walking):
+    if isinstance(obj, torch.nn.Module):
         for k, t in obj.state_dict(keep_vars=True).items():
-            flatten(t, join(prefix, k), out)
+            flatten(t, join(prefix, k), out, walking)
     elif isinstance(obj, dict):
         for k, v in obj.items():
-            flatten(v, join(prefix, k), out)
+            flatten(v, join(prefix, k), out, walking)
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            flatten(v, join(prefix, i), out)
-    elif hasattr(obj, "__dict__") and type(obj).__module__ == "argparse":
-        flatten(vars(obj), prefix, out)
+            flatten(v, join(prefix, i), out, walking)
+    elif hasattr(obj, "__dict__") and (type(obj).__module__ == "argparse" or isinstance(obj, Cfg)):
+        for k, v in vars(obj).items():
+            flatten(v, join(prefix, k), out, walking)
 
 
 def compare(label, loaded, manifest, problems, want_cpu=True):
