@@ -135,6 +135,8 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
     default:
       return;  // scalars, strings, globals (dtypes, classes) are leaves
   }
+  // A tensor is named on every path to it (tied weights) and holds no containers: no graph node.
+  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && try_tensor(v, name, depth)) return;
   std::optional<Entered> entered;
   if (const void* node = v.identity()) {
     entered = enter(node);
@@ -157,7 +159,6 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
 }
 
 void Interpreter::walk_object(const Value& v, const std::string& name, std::size_t depth) {
-  if (try_tensor(v, name, depth)) return;
   const Value& callable = v.callable();
   switch (global_entry(callable).use) {
     case GlobalUse::kPassthrough:
