@@ -141,9 +141,22 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   }
   w.end_array().key("tensors").begin_array();
   std::vector<std::pair<std::string_view, std::size_t>> roles;
+  std::vector<std::pair<std::string_view, std::string_view>> attrs;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     w.begin_object();
+    if (!t.attributes.empty()) {
+      // Tensor-free values of its state, by name (docs/cli.md); a name given twice keeps its last value.
+      attrs.clear();
+      for (const auto& a : t.attributes) attrs.emplace_back(a.name, a.json);
+      std::stable_sort(attrs.begin(), attrs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      w.key("attributes").begin_object();
+      for (std::size_t k = 0; k < attrs.size(); ++k) {
+        if (k + 1 < attrs.size() && attrs[k + 1].first == attrs[k].first) continue;
+        w.key(attrs[k].first).raw_value(attrs[k].second);
+      }
+      w.end_object();
+    }
     if (!t.components.empty()) {
       // By role; a role listed twice keeps its last tensor.
       roles.clear();

@@ -49,6 +49,17 @@ class Interpreter {
   std::size_t wrapper_subclass(const pickle::Value& args, const std::string& name);
   std::size_t device_tensor(const pickle::Value& args, bool from_cpu, const std::string& name, std::size_t depth);
   void set_grad(std::size_t tensor, const pickle::Value& requires_grad);
+  // tensor_state.cpp: a tensor's __dict__/slots (_rebuild_from_type_v2, _rebuild_parameter_with_state).
+  /// Walks the state of tensor `tensor` (named `name`): tensors in it are named `<name>.<attribute>`
+  /// by walk(), attributes holding no tensor become Tensor::attributes.
+  void tensor_state(std::size_t tensor, const pickle::Value& state, const std::string& name, std::size_t depth);
+  void state_items(std::size_t tensor, const pickle::Value& dict, const std::string& name, std::size_t depth,
+                   bool walked_before);
+  /// Whether a graph node's walk found no tensor (Mark::kTensorFree).
+  bool tensor_free(const void* node) const;
+  /// The inert JSON text of a tensor-free value (docs/torch.md, "Tensor state"), counted against
+  /// Limits::torch_max_walk_bytes.
+  std::string attribute_json(const pickle::Value& v, const std::string& name);
   DType dtype_argument(const pickle::Value& v, const std::string& name) const;
   std::size_t sparse(const pickle::Value& args, const std::string& name, std::size_t depth);
   std::size_t qtensor(const pickle::Value& args, const std::string& name, std::size_t depth);

@@ -181,6 +181,7 @@ std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Val
       const auto idx = require_tensor(args[0], name, depth + 1);
       state_.tensors[idx].parameter = true;
       set_grad(idx, args[1]);
+      if (n == 4) tensor_state(idx, args[3], name, depth + 1);  // _rebuild_parameter_with_state
       return idx;
     }
     case RebuildForm::kFromType: return from_type(args, name, depth);
@@ -222,7 +223,7 @@ std::size_t Interpreter::tensor_v2(const Value& args, bool v3, const std::string
   return idx;
 }
 
-// _rebuild_from_type_v2(func, type, args, dict): func(*args) as `type`.
+// _rebuild_from_type_v2(func, type, args, dict): func(*args) as `type`, then its state set (tensor_state.cpp).
 std::optional<std::size_t> Interpreter::from_type(const Value& args, const std::string& name, std::size_t depth) {
   const Value& func = args[0];
   const Value& inner = args[2];
@@ -245,6 +246,7 @@ std::optional<std::size_t> Interpreter::from_type(const Value& args, const std::
   } else if (!type.is_global("torch", "Tensor") && !type.is_global("torch._tensor", "Tensor")) {
     state_.tensors[*idx].subclass = global_path(type);
   }
+  if (args.size() == 4) tensor_state(*idx, args[3], name, depth + 1);  // its __dict__ (and slots)
   return idx;
 }
 

@@ -52,6 +52,22 @@ std::string metadata_json(const std::vector<std::pair<std::string, std::string>>
   return out + "}";
 }
 
+// A wrapper subclass has no bytes of its own (its data are its inner tensors, written under their
+// names): its class, dtype, shape and tensor-free attributes go into the metadata, never dropped.
+std::string wrapper_json(const Tensor& t) {
+  std::string out = "{\"subclass\":";
+  maploc::detail::append_json_string(out, t.subclass);
+  out += ",\"dtype\":\"" + std::string(dtype_name(t.dtype)) + "\",\"shape\":[";
+  for (std::size_t d = 0; d < t.shape.size(); ++d) out += (d ? "," : "") + std::to_string(t.shape[d]);
+  out += "],\"attributes\":{";
+  for (std::size_t i = 0; i < t.attributes.size(); ++i) {
+    if (i) out += ",";
+    maploc::detail::append_json_string(out, t.attributes[i].name);
+    out += ":" + t.attributes[i].json;
+  }
+  return out + "}}";
+}
+
 }  // namespace
 
 SafetensorsReport write_safetensors(const Checkpoint& c, const ByteSink& sink, const SafetensorsOptions& options) {
@@ -64,6 +80,10 @@ SafetensorsReport write_safetensors(const Checkpoint& c, const ByteSink& sink, c
                                                          {"maploc.source_format", std::string(format_name(c.format()))}};
   for (const Tensor& t : c.tensors()) {
     if (t.is_component || (options.include && !options.include(static_cast<std::size_t>(&t - c.tensors().data())))) {
+      continue;
+    }
+    if (t.kind == TensorKind::kWrapperSubclass) {
+      md.emplace_back(std::string(kWrapperSubclassPrefix) + t.name, wrapper_json(t));
       continue;
     }
     check_convertible(t);

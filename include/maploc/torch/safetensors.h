@@ -22,6 +22,10 @@ inline constexpr std::uint64_t kSafetensorsMaxHeader = 100'000'000;
 /// Metadata key prefix recording a tied tensor: "maploc.tied.<name>" -> "<name written>".
 inline constexpr std::string_view kTiedPrefix = "maploc.tied.";
 
+/// Metadata key prefix recording a wrapper subclass (no bytes of its own; its inner tensors are written
+/// under their names): "maploc.wrapper_subclass.<name>" -> {"subclass", "dtype", "shape", "attributes"} as JSON.
+inline constexpr std::string_view kWrapperSubclassPrefix = "maploc.wrapper_subclass.";
+
 /// The safetensors dtype string of a dtype ("F32", "BF16", "F8_E4M3", "C64"),
 /// nullopt for dtypes the format cannot hold (complex128, quantized, bits, ...).
 std::optional<std::string_view> safetensors_dtype(DType dtype) noexcept;

@@ -46,6 +46,16 @@ struct Quantizer {
   std::int64_t axis = -1;       ///< per-channel schemes; scales/zero points are components
 };
 
+/// One plain value of a tensor's state (its `__dict__` or slots, the last argument of
+/// `_rebuild_from_type_v2` and `_rebuild_parameter_with_state`) that holds no tensor: a wrapper
+/// subclass's `block_size`, `target_dtype`, an enum member. Tensors in the state are tensors of
+/// their own, named `<tensor name>.<attribute>` (docs/torch.md, "Tensor state"). Nothing of it is
+/// executed: `json` renders the pickled value inertly (docs/torch.md gives the rendering).
+struct TensorAttribute {
+  std::string name;  ///< the attribute's name, as str() prints the key ("block_size")
+  std::string json;  ///< its value as compact JSON text ("[1,64]", "null", {"dtype":"int4"}, ...)
+};
+
 /// One tensor. Offsets and strides are in elements of dtype, as torch keeps them.
 /// Every tensor with a storage has been checked to lie inside it.
 struct Tensor {
@@ -65,6 +75,7 @@ struct Tensor {
   std::optional<Quantizer> quantizer; ///< kQuantized only
   std::vector<Component> components;  ///< parts of composites (sparse, nested, per-channel quantized, ...)
   bool is_component = false;        ///< this tensor is a part of another one
+  std::vector<TensorAttribute> attributes; ///< tensor-free values of its state, in file order
 
   /// Product of shape (0 for an empty tensor, 1 for a 0-d one).
   std::uint64_t numel() const noexcept;
