@@ -47,6 +47,17 @@ class Cfg:
     """Stands in for generate.py's __main__.Cfg (cycle_class.*): attributes only."""
 
 
+class Tagged(torch.Tensor):
+    """Stands in for generate.py's __main__.Tagged (tensor_state.*): a subclass whose state is restored."""
+
+
+def wrapper_subclass(t):
+    """A tensor subclass with its own __torch_dispatch__ and no data of its own (torchao's, TwoTensor)."""
+    dispatch = getattr(type(t), "__torch_dispatch__", None)
+    return (type(t) is not torch.Tensor and dispatch is not None
+            and dispatch is not getattr(torch.Tensor, "__torch_dispatch__", None) and t.data_ptr() == 0)
+
+
 def join(prefix, key):
     return str(key) if prefix == "" else "%s.%s" % (prefix, key)
 
@@ -58,6 +69,28 @@ def tensor_sha(t):
     c = t.contiguous()
     n = c.numel() * c.element_size()
     return hashlib.sha256(ctypes.string_at(c.data_ptr(), n) if n else b"").hexdigest()
+
+
+STATES = object()  # key in flatten's output: name -> tensor with a __dict__
+
+
+def check_states(label, flat, manifest, problems):
+    """Every attribute the manifest lists for a tensor's state (its tensor-free ones) is back, with its
+    value where that is a plain scalar."""
+    wanted = [(e["name"], e["state"]) for e in manifest["tensors"] if e.get("state")]
+    wanted += [(o["name"], o["state"]) for o in manifest.get("objects", []) if o.get("wrapper_subclass")]
+    have = flat.get(STATES, {})
+    for name, state in wanted:
+        t = have.get(name)
+        if t is None:
+            problems.append("%s: %s has no state after loading" % (label, name))
+            continue
+        for k, v in state.items():
+            if k not in vars(t):
+                problems.append("%s: %s lost attribute %r" % (label, name, k))
+            elif (v is None or type(v) in (bool, int, float, str)) and vars(t)[k] != v:
+                problems.append("%s: %s.%s is %r, manifest says %r" % (label, name, k, vars(t)[k], v))
+    return len(wanted)
 
 
 def flatten(obj, prefix, out, walking=None):
@@ -80,8 +113,17 @@ def flatten(obj, prefix, out, walking=None):
             [getattr(obj, n)() for n in SPARSE[lay]]
         for n, c in zip(SPARSE[lay], parts):
             out[join(prefix, n)] = c
-    else:
+    elif not wrapper_subclass(obj):
         out[prefix] = obj
+    # docs/torch.md, "Tensor state": tensors in a tensor's __dict__ are named <name>.<attribute>.
+    if getattr(obj, "__dict__", None):
+        out.setdefault(STATES, {})[prefix] = obj
+        walking.add(id(obj))
+        try:
+            for k, v in vars(obj).items():
+                flatten(v, join(prefix, k), out, walking)
+        finally:
+            walking.discard(id(obj))
 
 
 def flatten_items(obj, prefix, out, walking):
@@ -99,10 +141,12 @@ def flatten_items(obj, prefix, out, walking):
             flatten(v, join(prefix, k), out, walking)
 
 
-def compare(label, loaded, manifest, problems, want_cpu=True):
+def compare(label, loaded, manifest, problems, want_cpu=True, states=None):
     flat = {}
     flatten(loaded, "", flat)
     checked = 0
+    if states is not None:  # torch.load of a remapped file: the state must be back too
+        states.append(check_states(label, flat, manifest, problems))
     for e in manifest["tensors"]:
         t = flat.get(e["name"])
         if t is None:
@@ -133,7 +177,7 @@ def readable_here(path):
 
 
 def run_remap(binary, fixtures, work):
-    problems, done, skipped = [], 0, []
+    problems, done, skipped, states = [], 0, [], []
     for entry in json.load(open(os.path.join(fixtures, "index.json"))):
         src = os.path.join(fixtures, entry["file"])
         manifest = json.load(open(os.path.join(fixtures, entry["manifest"])))
@@ -150,9 +194,9 @@ def run_remap(binary, fixtures, work):
         except Exception as e:  # noqa: BLE001
             problems.append("%s: torch.load of the remapped file failed: %s" % (entry["file"], e))
             continue
-        done += compare(entry["file"], loaded, manifest, problems)
-    print("remap: torch %s loaded %d tensors without map_location; skipped (unreadable by this torch): %s"
-          % (torch.__version__, done, ", ".join(skipped) or "none"))
+        done += compare(entry["file"], loaded, manifest, problems, states=states)
+    print("remap: torch %s loaded %d tensors without map_location, %d tensor states; skipped (unreadable by "
+          "this torch): %s" % (torch.__version__, done, sum(states), ", ".join(skipped) or "none"))
     return problems
 
 
