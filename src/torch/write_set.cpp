@@ -104,6 +104,8 @@ SetWriteReport save_set(const Checkpoint& checkpoint, const fs::path& dir, const
     for (const std::size_t t : shards[k]) {
       const std::string& n = checkpoint.tensors()[t].name;
       if (std::binary_search(tied_names.begin(), tied_names.end(), n)) continue;  // in __metadata__, not a tensor
+      // A wrapper subclass has no bytes: its inner tensors are listed, it is in the shard's __metadata__.
+      if (options.safetensors && checkpoint.tensors()[t].kind == TensorKind::kWrapperSubclass) continue;
       weight_map.emplace_back(n, file);
       ++count;
     }

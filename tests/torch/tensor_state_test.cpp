@@ -225,6 +225,31 @@ TEST_CASE("tensor state: ls --json --hash, load --hash, convert and remap see ev
   }
   std::filesystem::remove_all(tmp);
 }
+TEST_CASE("tensor state: a sharded safetensors set maps every inner tensor, not the bytes-less wrapper",
+          "[torch][tensor_state][cli]") {
+  const std::string cli = std::string("'") + MAPLOC_CLI_PATH + "'";
+  const auto path = checkpoints_dir() / "torchao_int8wo.t2x.pt";
+  const auto dir = std::filesystem::temp_directory_path() / ("maploc_tensor_state_set_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const Run conv = run_shell(cli + " convert " + quoted(path) + " " + quoted(dir) + " --to safetensors --shard-size 1KB 2>&1");
+  INFO(conv.out);
+  REQUIRE(conv.exit_code == 0);
+  const json index = read_json(dir / "model.safetensors.index.json");
+  CHECK(!index["weight_map"].contains("0.weight"));
+  const json m = manifest("torchao_int8wo.t2x.pt");
+  const Run ls = run_shell(cli + " ls " + quoted(dir) + " --json --hash");
+  REQUIRE(ls.exit_code == 0);
+  const json listed = json::parse(ls.out);
+  std::map<std::string, std::string> sha;
+  for (const auto& t : listed["tensors"]) sha[t["name"].get<std::string>()] = t["sha256"].get<std::string>();
+  CHECK(sha.size() == m["tensors"].size());
+  for (const auto& e : m["tensors"]) {
+    INFO(e["name"]);
+    CHECK(index["weight_map"].contains(e["name"].get<std::string>()));
+    CHECK(sha[e["name"].get<std::string>()] == e["sha256"].get<std::string>());
+  }
+  std::filesystem::remove_all(dir);
+}
 #endif
 
 }  // namespace maploc::test
