@@ -41,6 +41,7 @@ constexpr GlobalEntry kTable[] = {
     rebuild("torch._utils", "_rebuild_device_tensor_from_numpy", Form::kDeviceFromNumpy, 4, 4, kWeightsOnly),
     rebuild("torch._utils", "_rebuild_xla_tensor", Form::kDeviceFromNumpy, 4, 4, 0),
     rebuild("torch._tensor", "_rebuild_from_type_v2", Form::kFromType, 3, 4, kWeightsOnly),
+    rebuild("torch.nested._internal.nested_tensor", "_rebuild_njt", Form::kNestedJagged, 1, 1, 0),
     rebuild("torch._tensor", "_rebuild_from_type", Form::kFromType, 3, 4, 0),
     // torch.tensor: torch._tensor's name before PR #51633 (torch's load_module_mapping renames it).
     rebuild("torch.tensor", "_rebuild_from_type_v2", Form::kFromType, 3, 4, 0),

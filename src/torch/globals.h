@@ -39,6 +39,7 @@ enum class RebuildForm : std::uint8_t {
   kWrapperSubclass,  ///< _rebuild_wrapper_subclass
   kDeviceFromCpu,    ///< _rebuild_device_tensor_from_cpu_tensor
   kDeviceFromNumpy,  ///< _rebuild_device_tensor_from_numpy, _rebuild_xla_tensor
+  kNestedJagged,     ///< torch.nested._internal.nested_tensor._rebuild_njt(constructor_kwargs)
 };
 
 /// The allowlists a global is on.

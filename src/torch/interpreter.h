@@ -45,6 +45,7 @@ class Interpreter {
   std::size_t tensor_v2(const pickle::Value& args, bool v3, const std::string& name);
   std::optional<std::size_t> from_type(const pickle::Value& args, const std::string& name, std::size_t depth);
   std::size_t nested(const pickle::Value& args, const std::string& name, std::size_t depth);
+  std::size_t nested_jagged(const pickle::Value& args, const std::string& name, std::size_t depth);
   std::size_t meta(const pickle::Value& args, const std::string& name);
   std::size_t wrapper_subclass(const pickle::Value& args, const std::string& name);
   std::size_t device_tensor(const pickle::Value& args, bool from_cpu, const std::string& name, std::size_t depth);

@@ -188,6 +188,7 @@ std::optional<std::size_t> Interpreter::rebuild(const Value& callable, const Val
     case RebuildForm::kQuantized: return qtensor(args, name, depth);
     case RebuildForm::kSparse: return sparse(args, name, depth);
     case RebuildForm::kNested: return nested(args, name, depth);
+    case RebuildForm::kNestedJagged: return nested_jagged(args, name, depth);
     case RebuildForm::kMeta: return meta(args, name);
     case RebuildForm::kWrapperSubclass: return wrapper_subclass(args, name);
     case RebuildForm::kDeviceFromCpu:
@@ -246,7 +247,10 @@ std::optional<std::size_t> Interpreter::from_type(const Value& args, const std::
   } else if (!type.is_global("torch", "Tensor") && !type.is_global("torch._tensor", "Tensor")) {
     state_.tensors[*idx].subclass = global_path(type);
   }
-  if (args.size() == 4) tensor_state(*idx, args[3], name, depth + 1);  // its __dict__ (and slots)
+  // Its __dict__ (and slots); a jagged nested tensor's repeats its constructor's arguments (_values, ...).
+  if (args.size() == 4 && state_.tensors[*idx].kind != TensorKind::kNestedJagged) {
+    tensor_state(*idx, args[3], name, depth + 1);
+  }
   return idx;
 }
 
@@ -258,6 +262,46 @@ std::size_t Interpreter::nested(const Value& args, const std::string& name, std:
   static constexpr std::string_view kRoles[] = {"buffer", "sizes", "strides", "storage_offsets"};
   for (std::size_t i = 0; i < 4; ++i) add_component(idx, std::string(kRoles[i]), args[i], name, depth);
   state_.tensors[idx].dtype = state_.tensors[state_.tensors[idx].components[0].tensor].dtype;
+  return idx;
+}
+
+// _rebuild_njt({'values', 'offsets', 'lengths', '_ragged_idx', '_metadata_cache', 'requires_grad'}).
+// The cached min/max sequence lengths are stored as the first size of an empty tensor
+// (torch.nested._internal.nested_tensor._store_val_in_tensor): read from the size argument, not listed.
+std::size_t Interpreter::nested_jagged(const Value& args, const std::string& name, std::size_t depth) {
+  const Value& kw = args[0];
+  if (!kw.is(Kind::kDict)) bad(name, "_rebuild_njt's argument is not a dict of constructor arguments");
+  const Value* values = kw.find("values");
+  const Value* offsets = kw.find("offsets");
+  if (!values || !offsets) bad(name, "_rebuild_njt's arguments have no values or offsets");
+  Tensor t;
+  t.name = name;
+  t.kind = TensorKind::kNestedJagged;
+  const auto idx = push(std::move(t));
+  add_component(idx, "values", *values, name, depth);
+  add_component(idx, "offsets", *offsets, name, depth);
+  if (const Value* lengths = kw.find("lengths"); lengths && !lengths->is_none()) {
+    add_component(idx, "lengths", *lengths, name, depth);
+  }
+  state_.tensors[idx].dtype = state_.tensors[state_.tensors[idx].components[0].tensor].dtype;
+  if (const Value* g = kw.find("requires_grad")) set_grad(idx, *g);
+  auto& attrs = state_.tensors[idx].attributes;
+  if (const Value* r = kw.find("_ragged_idx"); r && r->is(Kind::kInt) && !r->is_big_int()) {
+    attrs.push_back({"ragged_idx", std::to_string(r->as_int())});
+  }
+  if (const Value* cache = kw.find("_metadata_cache"); cache && cache->is(Kind::kDict)) {
+    for (const char* key : {"min_seqlen", "max_seqlen"}) {
+      const Value* v = cache->find(key);
+      if (!v || !(v->is(Kind::kReduce) || v->is(Kind::kObject)) || !v->args().is(Kind::kTuple)) continue;
+      const Value* a = &v->args();  // _rebuild_tensor_v2's, or those inside _rebuild_from_type_v2's
+      if (global_entry(v->callable()).rebuild == RebuildForm::kFromType && a->size() >= 3) a = &(*a)[2];
+      std::vector<std::int64_t> size;
+      if (a->is(Kind::kTuple) && a->size() >= 3 && int_list((*a)[2], size, state_.options.limits.torch_max_rank) &&
+          !size.empty()) {
+        attrs.push_back({key, std::to_string(size[0])});
+      }
+    }
+  }
   return idx;
 }
 

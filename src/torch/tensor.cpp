@@ -17,6 +17,7 @@ std::string_view tensor_kind_name(TensorKind kind) noexcept {
     case TensorKind::kMeta: return "meta";
     case TensorKind::kWrapperSubclass: return "wrapper_subclass";
     case TensorKind::kDeviceFromCpu: return "device_from_cpu";
+    case TensorKind::kNestedJagged: return "nested_jagged";
   }
   return "dense";
 }

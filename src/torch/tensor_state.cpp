@@ -148,6 +148,23 @@ class Renderer {
     const Value& args = v.args();
     // A tensor met again where its walk did not follow (a path back into a cycle): named, not expanded.
     if (global_entry(callable).use == GlobalUse::kRebuild) return tagged("tensor", path_of(callable));
+    // set([...]) and frozenset([...]) as protocols 2-3 write sets: the list; OrderedDict() + SETITEMS: the items.
+    if ((callable.is_global("builtins", "set") || callable.is_global("builtins", "frozenset")) &&
+        args.is(Kind::kTuple) && args.size() == 1) {
+      return render(args[0], depth + 1);
+    }
+    if (callable.is_global("collections", "OrderedDict") && args.is(Kind::kTuple) && args.size() == 0) {
+      put("{");
+      bool first = true;
+      for (const auto& item : v.set_items()) {
+        if (!first) put(",");
+        first = false;
+        str(key_text(item.key, limits_.pickle_max_int_digits));
+        put(":");
+        render(item.value, depth + 1);
+      }
+      return put("}");
+    }
     const bool plain = v.build_states().empty() && v.set_items().empty() && v.appended().empty();
     if (callable.is(Kind::kGlobal) && plain && args.is(Kind::kTuple)) {
       if (callable.is_global("torch", "Size") && args.size() == 1) return render(args[0], depth + 1);

@@ -114,6 +114,47 @@ TEST_CASE("tensor state: the fixtures hold what they are for", "[torch][tensor_s
   CHECK(find(two, "tt.b") != nullptr);
 }
 
+TEST_CASE("tensor state: jagged nested tensors list values, offsets and lengths with torch's bytes",
+          "[torch][tensor_state][nested]") {
+  const json m = manifest("nested_jagged.t2x.pt");
+  const auto ckpt = Checkpoint::open(checkpoints_dir() / "nested_jagged.t2x.pt");
+  std::vector<const torch::Tensor*> stored;
+  for (const auto& t : ckpt.tensors()) {
+    if (t.storage) stored.push_back(&t);
+  }
+  REQUIRE(stored.size() == m["tensors"].size());
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    const auto& e = m["tensors"][i];
+    INFO(e["name"]);
+    CHECK(stored[i]->name == e["name"].get<std::string>());
+    CHECK(json(stored[i]->shape) == e["shape"]);
+    CHECK(torch::tensor_sha256(ckpt, *stored[i]) == e["sha256"].get<std::string>());
+    CHECK(attributes_of(*stored[i]) == e.value("state", json::object()));
+  }
+  std::size_t jagged = 0;
+  for (const auto& o : m["objects"]) {
+    if (!o.value("nested_jagged", false)) continue;
+    ++jagged;
+    INFO(o["name"]);
+    const torch::Tensor* t = find(ckpt, o["name"].get<std::string>());
+    REQUIRE(t != nullptr);
+    CHECK(t->kind == torch::TensorKind::kNestedJagged);
+    CHECK(t->subclass == o["type"].get<std::string>());
+    CHECK(torch::dtype_name(t->dtype) == o["dtype"].get<std::string>());
+    const json a = attributes_of(*t);
+    CHECK(a["ragged_idx"] == o["ragged_idx"]);
+    CHECK(a["min_seqlen"] == o["min_seqlen"]);
+    CHECK(a["max_seqlen"] == o["max_seqlen"]);
+    std::vector<std::string> parts;
+    for (const auto& c : t->components) parts.push_back(c.role);
+    const bool lengths = find(ckpt, o["name"].get<std::string>() + ".lengths") != nullptr;
+    CHECK(parts == (lengths ? std::vector<std::string>{"values", "offsets", "lengths"}
+                            : std::vector<std::string>{"values", "offsets"}));
+  }
+  CHECK(jagged == 3);
+  CHECK(find(ckpt, "narrowed.lengths") != nullptr);
+}
+
 #ifdef MAPLOC_CLI_PATH
 TEST_CASE("tensor state: maploc ls lists every qdata, scale and zero_point of a torchao int8 state_dict",
           "[torch][tensor_state][cli]") {

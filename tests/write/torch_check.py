@@ -107,6 +107,11 @@ def flatten(obj, prefix, out, walking=None):
         finally:
             walking.discard(id(obj))
         return
+    if obj.layout == getattr(torch, "jagged", None):  # docs/torch.md: parts <name>.values/.offsets/.lengths
+        for part in ("values", "offsets", "lengths"):
+            if getattr(obj, "_" + part) is not None:
+                flatten(getattr(obj, "_" + part), join(prefix, part), out, walking)
+        return
     if obj.layout != torch.strided:
         lay = str(obj.layout).replace("torch.", "")
         parts = [obj._indices(), obj._values()] if lay == "sparse_coo" else \

@@ -26,10 +26,12 @@ enum class TensorKind : std::uint8_t {
   kMeta,            ///< _rebuild_meta_tensor_no_storage: shape only, no bytes
   kWrapperSubclass, ///< _rebuild_wrapper_subclass: shape and device only, no bytes
   kDeviceFromCpu,   ///< _rebuild_device_tensor_from_cpu_tensor / _from_numpy (component: data)
+  kNestedJagged,    ///< _rebuild_njt, layout torch.jagged (components: values, offsets[, lengths]; no shape:
+                    ///< its ragged dimension has no size; attributes ragged_idx, min_seqlen, max_seqlen)
 };
 
 /// Lower-case name used in listings and JSON: "dense", "storage", "quantized",
-/// "sparse_coo", ..., "nested", "meta", "wrapper_subclass", "device_from_cpu".
+/// "sparse_coo", ..., "nested", "meta", "wrapper_subclass", "device_from_cpu", "nested_jagged".
 std::string_view tensor_kind_name(TensorKind kind) noexcept;
 
 /// A part of a composite tensor: its role and the index of the part in Checkpoint::tensors().
