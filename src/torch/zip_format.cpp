@@ -68,6 +68,35 @@ pickle::Result run_pickle(Checkpoint::State& st, std::string_view name, StorageT
   return pickle::run(ar.read(rec), po);
 }
 
+// A TorchScript archive's code/**/*.debug_pkl (source ranges): torch.jit.load unpickles them too, with
+// its C++ unpickler, which runs no Python but whose GLOBALs a scanner must still see. Read for their
+// globals only: nothing of them is kept, and they hold no storages (a persistent id is refused). One
+// that cannot be read is named in the hints, not an error: torch reads them only for debug info.
+void scan_debug_pickles(Checkpoint::State& st) {
+  const zip::Archive& ar = *st.archive;
+  const std::string code = ar.prefix() + "/code/";
+  constexpr std::string_view kSuffix = ".debug_pkl";
+  for (const zip::Record& rec : ar.records()) {
+    const std::string_view n = rec.name;
+    if (n.size() < code.size() + kSuffix.size() || n.compare(0, code.size(), code) != 0 ||
+        n.compare(n.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+      continue;
+    }
+    pickle::Options po;
+    po.limits = st.options.limits;
+    po.stream_name = rec.name;
+    po.persistent_load = [&rec](const pickle::Value&, std::uint64_t) -> std::optional<pickle::Value> {
+      throw Error(ErrorCode::kTorchBadPersistentId, Stage::kTorch, "a persistent id in " + rec.name);
+    };
+    try {
+      const pickle::Result r = pickle::run(ar.read(rec), po);
+      for (std::string& g : globals_not_allowed(r, kWeightsOnly)) st.unknown_globals.push_back(std::move(g));
+    } catch (const Error& e) {
+      st.hints.push_back(rec.name + " not read (" + std::string(e.what()) + ")");
+    }
+  }
+}
+
 // Where each storage's bytes start is known once its record is located; the
 // record is noted now and file_offset filled in by fill_offsets().
 struct Located {
@@ -197,6 +226,7 @@ void read_zip(Checkpoint::State& st, const std::function<void()>& locate_rest) {
       // torch.load hands a TorchScript archive to torch.jit.load, which unpickles constants.pkl
       // as well: its globals are the archive's as much as data.pkl's.
       for (std::string& g : globals_not_allowed(constants, kWeightsOnly)) st.unknown_globals.push_back(std::move(g));
+      scan_debug_pickles(st);
       std::sort(st.unknown_globals.begin(), st.unknown_globals.end());
       st.unknown_globals.erase(std::unique(st.unknown_globals.begin(), st.unknown_globals.end()),
                                st.unknown_globals.end());

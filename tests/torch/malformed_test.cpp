@@ -314,6 +314,11 @@ TEST_CASE("unknown_globals covers every pickle torch.load unpickles", "[torch][g
   const auto& g = script.unknown_globals();  // data.pkl's __torch__ classes, and constants.pkl's call
   CHECK(std::find(g.begin(), g.end(), "os.system") != g.end());
   CHECK(std::is_sorted(g.begin(), g.end()));
+  // ... and its code/**/*.debug_pkl source ranges, which torch.jit.load unpickles as well.
+  const Checkpoint debug = Checkpoint::open(attack("torchscript_debug_pkl_global.pt"));
+  const auto& d = debug.unknown_globals();
+  CHECK(std::find(d.begin(), d.end(), "posix.system") != d.end());
+  CHECK(std::find(g.begin(), g.end(), "posix.system") == g.end());
 }
 
 TEST_CASE("legacy streams of every pickle protocol torch writes (1-5) open", "[torch][legacy]") {
