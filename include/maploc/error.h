@@ -83,6 +83,7 @@ enum class ErrorCode : std::uint16_t {
   kTorchLimitNameBytes = 315,   ///< an object's name is longer than Limits::torch_max_name_bytes
   kTorchLimitWalkBytes = 316,   ///< the walk built more than Limits::torch_max_walk_bytes of names and tensors
   kTorchLimitExpandedBytes = 317, ///< an expanded view's values exceed Limits::torch_max_expanded_bytes
+  kTorchIncomplete = 318,       ///< strict: a storage no named tensor reaches, or a rebuild function maploc does not know
   kTorchBadSet = 340,           ///< a sharded set's index or files disagree (missing file or tensor, name listed twice)
   kTorchBadDcp = 341,           ///< a torch.distributed.checkpoint's .metadata or chunks do not fit together
 

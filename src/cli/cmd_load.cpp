@@ -128,7 +128,10 @@ int cmd_load(const Args& args) {
       if (hash && hashed(i)) w.field("sha256", sha[i]);
       w.end_object();
     }
-    w.end_array().end_object();
+    w.end_array();
+    std::vector<std::string> unreferenced;
+    for (std::size_t s : checkpoint.unreferenced_storages()) unreferenced.push_back(checkpoint.storages()[s].key);
+    w.field_array("unreferenced_storages", unreferenced).end_object();
     out.append('\n');
     out.finish();
     return kExitOk;
@@ -136,6 +139,11 @@ int cmd_load(const Args& args) {
   OutBuffer out(OutBuffer::Mode::kStream);
   out.printf("%s: opened in %.2f ms, %zu tensors, %zu storages\n", checkpoint.path().c_str(), open_s * 1e3,
               loaded.tensors().size(), loaded.storages().size());
+  if (const auto& u = checkpoint.unreferenced_storages(); !u.empty()) {
+    out.printf("%zu storage(s) placed but reached by no tensor maploc names (warned above; --strict refuses):", u.size());
+    for (std::size_t s : u) out.printf(" %s", checkpoint.storages()[s].key.c_str());
+    out.printf("\n");
+  }
   // Read-only views of the mapping copy nothing: a rate would mean nothing,
   // unless every page was populated. (copies are writable; read-only CPU
   // storages are views of the mapping)

@@ -198,7 +198,10 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
     w.end_object();
   }
   w.end_array();
-  w.field_array("unknown_globals", ckpt.unknown_globals()).field_array("version_hints", ckpt.version_hints());
+  std::vector<std::string> unreferenced;
+  for (std::size_t s : ckpt.unreferenced_storages()) unreferenced.push_back(storages[s].key);
+  w.field_array("unknown_globals", ckpt.unknown_globals()).field_array("unknown_rebuilds", ckpt.unknown_rebuilds());
+  w.field_array("unreferenced_storages", unreferenced).field_array("version_hints", ckpt.version_hints());
   w.end_object();
   out.append('\n');
   out.finish();
@@ -287,6 +290,15 @@ void print_table(const torch::Checkpoint& ckpt) {
     out.printf("  BYTE_IO item %s: %llu bytes at %llu in %s%s\n", b.name.c_str(), static_cast<unsigned long long>(b.length),
                static_cast<unsigned long long>(b.offset), b.file.c_str(), b.transform.empty() ? "" : (" (" + b.transform + ")").c_str());
   }
+  if (!ckpt.unreferenced_storages().empty()) {
+    out.printf("unreferenced storages (no tensor maploc names reaches them; --strict refuses the file):\n");
+    for (std::size_t s : ckpt.unreferenced_storages()) {
+      const auto& st = ckpt.storages()[s];
+      out.printf("  %s  %s  %llu bytes  %s\n", st.key.c_str(), st.record.c_str(),
+                 static_cast<unsigned long long>(st.nbytes), st.location.c_str());
+    }
+  }
+  for (const auto& r : ckpt.unknown_rebuilds()) out.printf("unknown rebuild function: %s (what it builds is not listed)\n", r.c_str());
   if (ckpt.unknown_globals().empty()) {
     out.printf("unknown globals: none\n");
   } else {

@@ -69,6 +69,7 @@ Limits limits_of(const Args& args) {
 torch::Options open_options(const Args& args) {
   torch::Options o;
   o.limits = limits_of(args);
+  o.strict = args.has("strict");
   o.diagnostics = [](std::string_view m) {
     std::fprintf(stderr, "maploc: warning: %.*s\n", static_cast<int>(m.size()), m.data());
   };

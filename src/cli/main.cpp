@@ -114,7 +114,7 @@ std::string exit_codes_line() {
 }
 
 // Options every command takes.
-constexpr const char* kGlobalSwitches = "help quiet";
+constexpr const char* kGlobalSwitches = "help quiet strict";
 constexpr const char* kGlobalValues = "limit";
 
 bool in_list(std::string_view list, std::string_view word) {
@@ -135,6 +135,8 @@ void print_usage(FILE* out) {
 
 void print_help(const Command& c) {
   std::printf("usage: maploc %s\n\n%s.\n\n%s  --quiet    no progress output\n"
+              "  --strict   a storage no named tensor reaches, or a rebuild function maploc does not know,\n"
+              "             is an error (kTorchIncomplete, exit 3) instead of a warning\n"
               "  --limit FIELD=N\n"
               "             raise a safety limit the error message names, e.g. --limit zip_max_entries=10000000\n"
               "             (repeatable; fields and defaults in docs/security.md)\n\n%s%s",

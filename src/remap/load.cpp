@@ -168,8 +168,24 @@ unsigned host_threads_of(const LoadOptions& options) {
 
 }  // namespace
 
+// LoadOptions::strict: what torch.load returns must all come out, named.
+static void require_complete(const torch::Checkpoint& checkpoint) {
+  if (const auto& u = checkpoint.unreferenced_storages(); !u.empty()) {
+    const auto& s = checkpoint.storages()[u.front()];
+    throw Error(ErrorCode::kTorchIncomplete, Stage::kRemap,
+                checkpoint.path() + ": " + std::to_string(u.size()) + " storage(s) reached by no tensor maploc names, "
+                "the first '" + s.key + "' (" + s.record + "); strict loads refuse them", std::nullopt, s.key);
+  }
+  if (const auto& r = checkpoint.unknown_rebuilds(); !r.empty()) {
+    throw Error(ErrorCode::kTorchIncomplete, Stage::kRemap,
+                checkpoint.path() + ": a call of " + r.front() + ", a rebuild function maploc does not know; strict "
+                "loads refuse it", std::nullopt, r.front());
+  }
+}
+
 Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   return maploc::detail::guard_memory(Stage::kRemap, checkpoint.path(), [&] {
+    if (options.strict) require_complete(checkpoint);
     if (options.slice) return load_sliced(checkpoint, options);
     const DeviceInventory& inventory = options.inventory ? *options.inventory : DeviceInventory::probe();
     if (options.host == HostMemory::kPinned && !inventory.cuda_built) {

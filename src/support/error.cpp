@@ -94,6 +94,7 @@ constexpr CodeName kCodeNames[] = {
     {ErrorCode::kTorchLimitNameBytes, "kTorchLimitNameBytes"},
     {ErrorCode::kTorchLimitWalkBytes, "kTorchLimitWalkBytes"},
     {ErrorCode::kTorchLimitExpandedBytes, "kTorchLimitExpandedBytes"},
+    {ErrorCode::kTorchIncomplete, "kTorchIncomplete"},
     {ErrorCode::kTorchBadSet, "kTorchBadSet"},
     {ErrorCode::kTorchBadDcp, "kTorchBadDcp"},
     {ErrorCode::kRemapCudaUnavailable, "kRemapCudaUnavailable"},

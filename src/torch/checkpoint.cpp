@@ -154,6 +154,7 @@ Checkpoint Checkpoint::from_file(MappedFile file, const Options& options) {
     read_any(*st);
     if (st->format != Format::kSafetensors) interpret(*st);
     validate(*st);
+    check_completeness(*st);
     if (st->storages.empty() && st->tensors.empty()) st->diagnose("the checkpoint holds no storages");
     return Checkpoint(std::move(st));
   });
@@ -171,6 +172,8 @@ std::shared_ptr<const std::vector<Tensor>> Checkpoint::shared_tensors() const no
 }
 const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { return state_->unknown_globals; }
 const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
+const std::vector<std::size_t>& Checkpoint::unreferenced_storages() const noexcept { return state_->unreferenced; }
+const std::vector<std::string>& Checkpoint::unknown_rebuilds() const noexcept { return state_->unknown_rebuilds; }
 const Limits& Checkpoint::limits() const noexcept { return state_->options.limits; }
 const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }
 const pickle::Value& Checkpoint::constants_root() const noexcept { return state_->constants_root; }

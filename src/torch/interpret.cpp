@@ -181,7 +181,9 @@ void Interpreter::walk_object(const Value& v, const std::string& name, std::size
       return;
     case GlobalUse::kRebuild:      // a rebuild form try_tensor did not take (no tensor found): walk it inertly
     case GlobalUse::kDcpMetadata:
+      break;
     case GlobalUse::kNone:
+      note_unknown_rebuild(callable);
       break;
   }
   // A whole nn.Module: named by its state_dict() keys, not by attributes.
@@ -195,6 +197,17 @@ void Interpreter::walk_object(const Value& v, const std::string& name, std::size
   const auto appended = v.appended();
   for (std::size_t i = 0; i < appended.size(); ++i) walk(appended[i], join_name(name, std::to_string(i)), depth + 1);
   for (const auto& state : v.build_states()) walk_state(state, name, depth + 1);
+}
+
+// A `_rebuild*` function maploc does not know builds something torch returns that maploc cannot
+// list (completeness.cpp reports it). Recorded once each, in file order.
+void Interpreter::note_unknown_rebuild(const Value& callable) {
+  if (!callable.is(Kind::kGlobal)) return;
+  const std::string path = global_path(callable);
+  const auto dot = path.rfind('.');
+  if (path.compare(dot == std::string::npos ? 0 : dot + 1, 8, "_rebuild") != 0) return;
+  auto& seen = state_.unknown_rebuilds;
+  if (std::find(seen.begin(), seen.end(), path) == seen.end() && seen.size() < 64) seen.push_back(path);
 }
 
 void Interpreter::walk_state(const Value& state, const std::string& name, std::size_t depth) {

@@ -27,6 +27,7 @@ class Interpreter {
   // interpret.cpp: containers and objects.
   void walk_object(const pickle::Value& v, const std::string& name, std::size_t depth);
   void walk_state(const pickle::Value& state, const std::string& name, std::size_t depth);
+  void note_unknown_rebuild(const pickle::Value& callable);
   void step(const std::string& name, std::size_t depth);
   static bool module_state(const pickle::Value& state);
   void walk_module(const pickle::Value& state, const std::string& name, std::size_t depth);

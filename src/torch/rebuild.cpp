@@ -299,6 +299,10 @@ std::size_t Interpreter::nested_jagged(const Value& args, const std::string& nam
       if (a->is(Kind::kTuple) && a->size() >= 3 && int_list((*a)[2], size, state_.options.limits.torch_max_rank) &&
           !size.empty()) {
         attrs.push_back({key, std::to_string(size[0])});
+        // Its (empty) storage is read, as this attribute: not unreferenced (completeness.cpp).
+        if (const Value& s = (*a)[0]; s.is(Kind::kExternal) && s.external_handle() < state_.refs.size()) {
+          state_.consumed.push_back(state_.refs[s.external_handle()].storage);
+        }
       }
     }
   }

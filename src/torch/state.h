@@ -58,6 +58,9 @@ struct Checkpoint::State {
   std::shared_ptr<std::vector<Tensor>> tensors_owner = std::make_shared<std::vector<Tensor>>();
   std::vector<Tensor>& tensors = *tensors_owner;
   std::vector<std::string> unknown_globals;
+  std::vector<std::size_t> unreferenced;        ///< storages no tensor reaches (completeness.cpp)
+  std::vector<std::size_t> consumed;            ///< storages read as something else (a jagged tensor's cached seqlen)
+  std::vector<std::string> unknown_rebuilds;    ///< `_rebuild*` callables maploc does not know, once each
   std::vector<std::string> hints;
   /// Safetensors `__metadata__`, in file order.
   std::vector<std::pair<std::string, std::string>> metadata;
@@ -121,6 +124,11 @@ void require_inside(const Tensor& t, std::uint64_t available);
 
 /// Checks record sizes and every tensor against its storage (validate.cpp).
 void validate(Checkpoint::State& state);
+
+/// Finds the storages no tensor reaches (State::unreferenced) and reports them and
+/// State::unknown_rebuilds through diagnose(); with Options::strict, either is
+/// kTorchIncomplete naming the first (completeness.cpp).
+void check_completeness(Checkpoint::State& state);
 
 
 /// Raises a Stage::kTorch error.

@@ -94,9 +94,10 @@ void check_crcs(const zip::Archive& ar, VerifyReport& r) {
                      (without ? " (" + std::to_string(without) + " written without one)" : ""));
 }
 
-void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits) {
+void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict) {
   Options o;
   o.limits = limits;
+  o.strict = strict;
   o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
   try {
     const Checkpoint c = Checkpoint::from_file(file, o);
@@ -118,12 +119,13 @@ void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& lim
 
 // A torch.distributed.checkpoint directory: the metadata read inertly, then every tensor
 // assembled from its chunks (each chunk's zip and tensor checked as it is opened).
-VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits) {
+VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits, bool strict) {
   VerifyReport r;
   r.path = path.string();
   r.format = "dcp";
   Options o;
   o.limits = limits;
+  o.strict = strict;
   o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
   try {
     const Checkpoint c = Checkpoint::open(path, o);
@@ -141,11 +143,11 @@ VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits)
 
 // A set: every file the index names checked on its own, then the set as one
 // (the weight_map against the files' tensors).
-VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits) {
+VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits, bool strict) {
   VerifyReport r;
   r.path = path.string();
   r.format = "set";
-  if (!dcp_metadata_files(path).empty()) return verify_dcp(path, limits);
+  if (!dcp_metadata_files(path).empty()) return verify_dcp(path, limits, strict);
   std::vector<std::filesystem::path> files;
   try {
     files = set_files(path);
@@ -155,7 +157,7 @@ VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits)
   }
   for (const auto& f : files) {
     if (std::error_code ec; !std::filesystem::exists(f, ec)) continue;  // the set check below names it
-    const VerifyReport m = verify(f, limits);
+    const VerifyReport m = verify(f, limits, strict);
     const std::string name = f.filename().string() + ": ";
     for (const auto& c : m.checks) r.checks.push_back(name + c);
     for (const auto& p : m.problems) r.problems.push_back(name + p);
@@ -163,6 +165,7 @@ VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits)
   }
   Options o;
   o.limits = limits;
+  o.strict = strict;
   o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
   try {
     const Checkpoint c = Checkpoint::open(path, o);
@@ -184,13 +187,13 @@ VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits)
 
 }  // namespace
 
-VerifyReport verify(const std::filesystem::path& path, const Limits& limits) {
+VerifyReport verify(const std::filesystem::path& path, const Limits& limits, bool strict) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return verify_set(path, limits);
+  if (std::filesystem::is_directory(path, ec)) return verify_set(path, limits, strict);
   VerifyReport r;
   r.path = path.string();
   const MappedFile file = MappedFile::open(path);
-  if (looks_like_json(file.bytes)) return verify_set(path, limits);
+  if (looks_like_json(file.bytes)) return verify_set(path, limits, strict);
   const auto head = file.bytes.span().first(std::min<std::size_t>(file.bytes.size(), 512));
   const ContentKind kind = sniff_content(head);
   r.format = describe_content(kind);
@@ -209,7 +212,7 @@ VerifyReport verify(const std::filesystem::path& path, const Limits& limits) {
     }
     check_crcs(*ar, r);
   }
-  check_checkpoint(file, r, limits);
+  check_checkpoint(file, r, limits, strict);
   return r;
 }
 

@@ -86,6 +86,22 @@ TEST_CASE("without a mapping, CPU checkpoints load and device-tagged ones fail w
         ErrorCode::kRemapUnknownTag);
 }
 
+TEST_CASE("LoadOptions::strict refuses a checkpoint with a storage no named tensor reaches", "[remap][completeness]") {
+  // od_build_only: an OrderedDict whose BUILD state holds a tensor maploc does not name (docs/torch.md).
+  const auto checkpoint = torch::Checkpoint::open(fixture("pydicts/od_build_only.zip.pt"));
+  REQUIRE(checkpoint.unreferenced_storages().size() == 1);
+  LoadOptions o = options(MapLocation::parse("cpu"));
+  CHECK(remap::load(checkpoint, o).storages().size() == checkpoint.storages().size());
+  o.strict = true;
+  const Error e = error_of([&] { (void)remap::load(checkpoint, o); });
+  CHECK(e.code() == ErrorCode::kTorchIncomplete);
+  CHECK(std::string(e.what()).find("od_build_only.zip.pt") != std::string::npos);
+  // A complete checkpoint loads strictly.
+  LoadOptions strict = options(MapLocation::parse("cuda:*->cpu"));
+  strict.strict = true;
+  CHECK_NOTHROW(remap::load(torch::Checkpoint::open(fixture("checkpoints/gpu_tagged.t113.pt")), strict));
+}
+
 TEST_CASE("the plan says where each storage goes before anything is read", "[remap]") {
   const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/gpu_tagged.t113.pt"));
   const auto plan = remap::make_plan(checkpoint, MapLocation::parse("cuda:1->meta,cuda:0->cpu"), kCpuOnly);

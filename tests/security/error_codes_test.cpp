@@ -136,6 +136,8 @@ const std::map<std::string, std::string> kElsewhere = {
     {"kTorchLimitNameBytes", "complexity corpus at the default limits: long_names.pt (tests/security/complexity_test.cpp)"},
     {"kTorchLimitWalkBytes", "complexity corpus at the default limits: walk_bytes_bomb.pt (tests/security/complexity_test.cpp)"},
     {"kLimitMemory", "allocation failure under RLIMIT_AS: tests/security/complexity_test.cpp"},
+    {"kTorchIncomplete", "strict opening: tests/torch/completeness_test.cpp (a storage held by an unknown call, an "
+                         "unknown rebuild function), tests/remap/load_test.cpp (LoadOptions::strict)"},
 };
 
 }  // namespace

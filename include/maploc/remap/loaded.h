@@ -69,6 +69,10 @@ struct SliceReport {
 /// Everything load() needs besides the checkpoint.
 struct LoadOptions {
   MapLocation map;                        ///< where storages go (default: their saved tags)
+  /// Refuse (kTorchIncomplete) a checkpoint with unreferenced storages or unknown rebuild
+  /// functions (Checkpoint::unreferenced_storages, unknown_rebuilds): for a checkpoint opened
+  /// without torch::Options::strict, to list it first and load it only when complete.
+  bool strict = false;
   HostMemory host = HostMemory::kMappedView;
   /// With kMappedView: hand out writable copy-on-write pages instead of read-only ones.
   bool writable = false;

@@ -52,6 +52,11 @@ struct Options {
   /// >= 2.2 assumes little on every host; set kBig for big-endian files
   /// saved with the record disabled.
   ByteOrder default_byteorder = ByteOrder::kLittle;
+  /// Completeness (docs/torch.md, "Nothing silently dropped"): a storage that no named tensor
+  /// reaches, or a call of a `_rebuild*` function maploc does not know, is always reported
+  /// (Checkpoint::unreferenced_storages, unknown_rebuilds, and a diagnostic naming it); strict
+  /// makes either an error, kTorchIncomplete. The CLI's --strict.
+  bool strict = false;
 };
 
 /// One file of a kSet checkpoint: where its storages and tensors lie in the set's lists.
@@ -142,6 +147,13 @@ class Checkpoint {
   /// What the records or stream say about the writer, e.g. "version record 3",
   /// "byteorder record (torch >= 2.1)", ".format_version 1 (torch >= 2.7)".
   const std::vector<std::string>& version_hints() const noexcept;
+  /// Indices into storages() that no tensor of tensors() reaches (a view's root counts as
+  /// reached through the view): storages torch.load would return inside an object maploc does
+  /// not walk. Empty for every file torch's own writers make of tensors maploc knows. For a kSet,
+  /// each member file was checked as it opened.
+  const std::vector<std::size_t>& unreferenced_storages() const noexcept;
+  /// "module.name" of each call of a `_rebuild*` function maploc does not know, in file order, once each.
+  const std::vector<std::string>& unknown_rebuilds() const noexcept;
   /// The Limits the checkpoint was opened with (Options::limits); tensor_sha256 and
   /// contiguous_bytes bound expanded views by its torch_max_expanded_bytes.
   const Limits& limits() const noexcept;

@@ -31,7 +31,8 @@ struct VerifyReport {
 /// A directory or an index file is checked as a sharded set: each file the
 /// index names, then the weight_map against the files (docs/sharded.md).
 /// Never throws for a bad file (problems say it); raises kIoOpen/kIoRead
-/// only when the file cannot be read at all.
-VerifyReport verify(const std::filesystem::path& path, const Limits& limits = {});
+/// only when the file cannot be read at all. strict (Options::strict, the CLI's --strict): a storage
+/// no named tensor reaches, or an unknown rebuild function, is a problem, not a warning.
+VerifyReport verify(const std::filesystem::path& path, const Limits& limits = {}, bool strict = false);
 
 }  // namespace maploc::torch
