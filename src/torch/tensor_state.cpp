@@ -117,18 +117,7 @@ class Renderer {
       case Kind::kList:
       case Kind::kSet:
       case Kind::kFrozenSet: return sequence(v.elements(), depth);
-      case Kind::kDict: {
-        put("{");
-        bool first = true;
-        for (const auto& item : v.items()) {
-          if (!first) put(",");
-          first = false;
-          str(key_text(item.key, limits_.pickle_max_int_digits));
-          put(":");
-          render(item.value, depth + 1);
-        }
-        return put("}");
-      }
+      case Kind::kDict: return members(v.items(), depth);
       case Kind::kGlobal:
         if (v.global_module() == "torch" && dtype_from_name(v.global_name())) return tagged("dtype", v.global_name());
         return tagged("global", path_of(v));
@@ -138,6 +127,21 @@ class Renderer {
       case Kind::kExternal: return put("{\"storage\":true}");  // a storage met again (not followed)
     }
     put("null");
+  }
+
+  // A dict's items (or an OrderedDict's SETITEMS) as a JSON object, keys as names print them.
+  template <typename Items>
+  void members(const Items& items, std::size_t depth) {
+    put("{");
+    bool first = true;
+    for (const auto& item : items) {
+      if (!first) put(",");
+      first = false;
+      str(key_text(item.key, limits_.pickle_max_int_digits));
+      put(":");
+      render(item.value, depth + 1);
+    }
+    put("}");
   }
 
   // A call as data: torch.Size(...) as its list, torch.device as its text, an enum member
@@ -154,16 +158,7 @@ class Renderer {
       return render(args[0], depth + 1);
     }
     if (callable.is_global("collections", "OrderedDict") && args.is(Kind::kTuple) && args.size() == 0) {
-      put("{");
-      bool first = true;
-      for (const auto& item : v.set_items()) {
-        if (!first) put(",");
-        first = false;
-        str(key_text(item.key, limits_.pickle_max_int_digits));
-        put(":");
-        render(item.value, depth + 1);
-      }
-      return put("}");
+      return members(v.set_items(), depth);
     }
     const bool plain = v.build_states().empty() && v.set_items().empty() && v.appended().empty();
     if (callable.is(Kind::kGlobal) && plain && args.is(Kind::kTuple)) {

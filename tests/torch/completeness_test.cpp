@@ -9,6 +9,7 @@
 
 #include "maploc/torch/checkpoint.h"
 #include "run_shell.h"
+#include "torch/pickle_bytes.h"
 #include "torch/torch_test_util.h"
 
 namespace maploc::test {
@@ -17,24 +18,6 @@ namespace {
 using torch::Checkpoint;
 
 std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
-
-std::string u32(std::uint32_t v) {
-  std::string out(4, '\0');
-  for (int i = 0; i < 4; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
-  return out;
-}
-std::string str(const std::string& s) { return "X" + u32(static_cast<std::uint32_t>(s.size())) + s; }
-
-// A legacy stream (pytorch-format.md §2.1) whose object is `object` and whose one storage is '0'.
-Buffer legacy(const std::string& object) {
-  const std::string magic = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
-  const std::string version = "\x80\x02M\xe9\x03.";
-  const std::string sys_info = "\x80\x02}.";
-  const std::string keys = "\x80\x02]" + str("0") + "a.";
-  const std::string data = std::string("\x04\0\0\0\0\0\0\0", 8) + std::string(16, '\x01');
-  const std::string all = magic + version + sys_info + object + keys + data;
-  return Buffer(all.begin(), all.end());
-}
 
 // torch._utils._rebuild_tensor_v2(storage '0', 0, (4,), (1,), False, None)
 const std::string kTensor = "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" +

@@ -11,6 +11,7 @@
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/hash.h"
 #include "run_shell.h"
+#include "torch/pickle_bytes.h"
 #include "torch/torch_test_util.h"
 
 namespace maploc::test {
@@ -22,31 +23,10 @@ const char* const kFixtures[] = {"cycle_self_dict.t113.pt",    "cycle_self_dict.
                                  "cycle_parent_child.t2x.pt", "cycle_class.t113.pt",     "cycle_class.t2x.pt",
                                  "zip_after_pickle.t113.pt",  "zip_after_pickle.t2x.pt"};
 
-std::string u32(std::uint32_t v) {
-  std::string out(4, '\0');
-  for (int i = 0; i < 4; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
-  return out;
-}
-
-std::string str(const std::string& s) { return "X" + u32(static_cast<std::uint32_t>(s.size())) + s; }
-std::string put(int i) { return std::string("q") + static_cast<char>(i); }
-std::string get(int i) { return std::string("h") + static_cast<char>(i); }
-
 // One float32 tensor of 4 elements on storage '0', memoized as `memo` and popped.
 std::string tensor(int memo) {
   return "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\nFloatStorage\n" + str("0") + str("cpu") +
          "K\x04tQ" + std::string("K\x00", 2) + "K\x04\x85K\x01\x85\x89NtR" + put(memo) + "0";
-}
-
-// A legacy stream (pytorch-format.md §2.1) whose object is `object` and whose one storage is '0'.
-Buffer legacy(const std::string& object) {
-  const std::string magic = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
-  const std::string version = "\x80\x02M\xe9\x03.";
-  const std::string sys_info = "\x80\x02}.";
-  const std::string keys = "\x80\x02]" + str("0") + "a.";
-  const std::string data = std::string("\x04\0\0\0\0\0\0\0", 8) + std::string(16, '\x01');
-  const std::string all = magic + version + sys_info + object + keys + data;
-  return Buffer(all.begin(), all.end());
 }
 
 // {'top': L_n} where L_1 holds `bottom` (memo 1) twice and L_k holds L_{k-1} twice; with

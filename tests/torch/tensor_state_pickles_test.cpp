@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "maploc/torch/checkpoint.h"
+#include "torch/pickle_bytes.h"
 #include "torch/torch_test_util.h"
 
 namespace maploc::test {
@@ -13,32 +14,12 @@ namespace {
 using nlohmann::json;
 using torch::Checkpoint;
 
-std::string u32(std::uint32_t v) {
-  std::string out(4, '\0');
-  for (int i = 0; i < 4; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
-  return out;
-}
-std::string str(const std::string& s) { return "X" + u32(static_cast<std::uint32_t>(s.size())) + s; }
-std::string put(int i) { return std::string("q") + static_cast<char>(i); }
-std::string get(int i) { return std::string("h") + static_cast<char>(i); }
-
 // _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, (storage '0', 0, (4,), (1,), False, None), state)
 std::string tensor_with_state(const std::string& state) {
   const std::string pid = "(" + str("storage") + "ctorch\nFloatStorage\n" + str("0") + str("cpu") + "K\x04tQ";
   const std::string v2_args = "(" + pid + std::string("K\x00", 2) + "K\x04\x85K\x01\x85\x89Nt";
   return "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\nctorch\nTensor\n" + v2_args +
          state + "tR";
-}
-
-// A legacy stream (pytorch-format.md §2.1) whose object is `object` and whose one storage is '0'.
-Buffer legacy(const std::string& object) {
-  const std::string magic = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
-  const std::string version = "\x80\x02M\xe9\x03.";
-  const std::string sys_info = "\x80\x02}.";
-  const std::string keys = "\x80\x02]" + str("0") + "a.";
-  const std::string data = std::string("\x04\0\0\0\0\0\0\0", 8) + std::string(16, '\x01');
-  const std::string all = magic + version + sys_info + object + keys + data;
-  return Buffer(all.begin(), all.end());
 }
 
 json attributes_of(const torch::Tensor& t) {
