@@ -49,6 +49,15 @@ std::vector<json> wrappers(const json& m) {
 
 std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
+// The tensors with bytes of their own, in file order (the manifests list those).
+std::vector<const torch::Tensor*> with_storage(const Checkpoint& ckpt) {
+  std::vector<const torch::Tensor*> out;
+  for (const auto& t : ckpt.tensors()) {
+    if (t.storage) out.push_back(&t);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("tensor state: inner tensors, wrapper subclasses and attributes as torch's view has them",
@@ -57,10 +66,7 @@ TEST_CASE("tensor state: inner tensors, wrapper subclasses and attributes as tor
     DYNAMIC_SECTION(file) {
       const json m = manifest(file);
       const auto ckpt = Checkpoint::open(checkpoints_dir() / file);
-      std::vector<const torch::Tensor*> stored;
-      for (const auto& t : ckpt.tensors()) {
-        if (t.storage) stored.push_back(&t);
-      }
+      const auto stored = with_storage(ckpt);
       REQUIRE(stored.size() == m["tensors"].size());
       for (std::size_t i = 0; i < stored.size(); ++i) {
         const auto& e = m["tensors"][i];
@@ -118,10 +124,7 @@ TEST_CASE("tensor state: jagged nested tensors list values, offsets and lengths 
           "[torch][tensor_state][nested]") {
   const json m = manifest("nested_jagged.t2x.pt");
   const auto ckpt = Checkpoint::open(checkpoints_dir() / "nested_jagged.t2x.pt");
-  std::vector<const torch::Tensor*> stored;
-  for (const auto& t : ckpt.tensors()) {
-    if (t.storage) stored.push_back(&t);
-  }
+  const auto stored = with_storage(ckpt);
   REQUIRE(stored.size() == m["tensors"].size());
   for (std::size_t i = 0; i < stored.size(); ++i) {
     const auto& e = m["tensors"][i];
