@@ -164,13 +164,16 @@ TEST_CASE("cycles: hostile deep nesting is still refused, with the limit named",
   }
 }
 
+// {'meta': 1} as pickle.dumps(protocol=2) writes it: 20 bytes.
+const std::string kMetaPickle("\x80\x02}q\x00X\x04\x00\x00\x00metaq\x01K\x01s.", 20);
+
 TEST_CASE("zip after other bytes: read whatever the sniff said first, else the message says what the file is",
           "[torch][cycles][sniff]") {
   const Buffer zip = read_file(checkpoints_dir() / "protocol2.t2x.pt");
   const auto want = names(open_bytes(zip));
   REQUIRE(!want.empty());
   const std::pair<const char*, std::string> prefixes[] = {
-      {"a pickle", std::string("\x80\x02}q\x00X\x04\x00\x00\x00metaq\x01K\x01s.", 22)},  // {'meta': 1}
+      {"a pickle", kMetaPickle},
       {"a numpy header", std::string("\x93NUMPY\x01\x00\x06\x00{}    ", 16)},
       {"an HTML page", "<html><body>readme</body></html>\n"},
   };
@@ -182,7 +185,7 @@ TEST_CASE("zip after other bytes: read whatever the sniff said first, else the m
     }
   }
   SECTION("a pickle and nothing after it") {
-    const std::string pickle("\x80\x02}q\x00X\x04\x00\x00\x00metaq\x01K\x01s.", 22);
+    const std::string pickle = kMetaPickle;
     const Error e = error_of([&] { open_bytes(Buffer(pickle.begin(), pickle.end())); });
     CHECK(e.code() == ErrorCode::kTorchNotCheckpoint);
     CHECK_THAT(e.message(), Catch::Contains("bare pickle stream") && Catch::Contains("maploc dis"));
