@@ -8,6 +8,7 @@ if(NOT DLPACK_INCLUDE_DIR)
 endif()
 find_package(ISAL 2.30 REQUIRED)     # libisal-dev (third_party/FindISAL.cmake): CRC-32, privately
 find_package(ZSTD 1.4 REQUIRED)      # libzstd-dev (third_party/FindZSTD.cmake): DCP stream.zstd items, privately
+find_package(CURL 7.75 REQUIRED)     # libcurl4-openssl-dev: http(s) and s3 sources (SigV4), privately; docs/remote.md
 
 if(MAPLOC_BUILD_TESTS)
   # nlohmann-json3-dev (3.11): golden files and manifests in tests only (the CLI writes its JSON

@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(maploc_modules maploc_support maploc_zip maploc_pickle maploc_torch maploc_remap maploc_capi)
+set(maploc_modules maploc_support maploc_zip maploc_remote maploc_pickle maploc_torch maploc_remap maploc_capi)
 
 # libmaploc.so: the objects of every module in one shared library.
 get_property(maploc_objects GLOBAL PROPERTY MAPLOC_MODULE_OBJECTS)
@@ -47,7 +47,7 @@ install(FILES ${PROJECT_BINARY_DIR}/maploc-config.cmake ${PROJECT_BINARY_DIR}/ma
         ${PROJECT_SOURCE_DIR}/third_party/FindZSTD.cmake DESTINATION ${maploc_cmake_dir})
 
 # pkg-config: the shared library; `pkg-config --static` adds what it needs privately.
-set(MAPLOC_PC_REQUIRES_PRIVATE "zlib libcrypto libisal libzstd")
+set(MAPLOC_PC_REQUIRES_PRIVATE "zlib libcrypto libisal libzstd libcurl")
 set(MAPLOC_PC_LIBS_PRIVATE "-ldl")  # the CUDA runtime is loaded with dlopen, never linked
 # Relocatable: the prefix is found from where the .pc file lies.
 file(RELATIVE_PATH MAPLOC_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")

@@ -11,7 +11,7 @@ set -euo pipefail
 mode=${1:-build}
 
 build=(cmake make g++ pkg-config zlib1g-dev nlohmann-json3-dev
-       libssl-dev libisal-dev libzstd-dev libdlpack-dev
+       libssl-dev libisal-dev libzstd-dev libdlpack-dev libcurl4-openssl-dev
        ninja-build)     # pip install . (scikit-build-core) takes the system's Ninja, else it asks the index
 test=(catch2            # the test framework
       python3-torch     # tests/write loads maploc-written files with real torch (1.13)

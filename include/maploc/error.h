@@ -21,6 +21,12 @@ enum class ErrorCode : std::uint16_t {
   kInvalidArgument = 4,///< an API argument is out of its documented range
   kIoNoSpace = 5,      ///< writing stopped because the disk or the file-size limit (RLIMIT_FSIZE) is full
   kLimitMemory = 6,    ///< an allocation failed (the process's memory or address-space limit) before any Limits bound was reached
+  // remote sources (docs/remote.md)
+  kRemoteBadUrl = 20,      ///< a URL maploc cannot read: unknown scheme, malformed, or a source kind not read by URL
+  kRemoteRequest = 21,     ///< a request failed after its retries: connection, TLS, an HTTP error status
+  kRemoteBadResponse = 22, ///< an answer that does not fit the request: wrong Content-Range, short body, Range ignored
+  kRemoteChanged = 23,     ///< the object changed while it was read (412 on If-Match, another ETag or size)
+  kRemoteRedirects = 24,   ///< too many redirects (a redirect loop)
 
   // zip
   kZipNotZip = 100,             ///< no end-of-central-directory record: truncated or not a zip

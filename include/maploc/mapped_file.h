@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
 
 #include "maploc/bytes.h"
@@ -12,12 +14,51 @@ namespace maploc {
 /// How the bytes of a MappedFile are held.
 enum class Residency : std::uint8_t { kMapped, kRead, kBuffer, kCopyOnWrite };
 
+/// A byte range of a file: [offset, offset + length).
+struct ByteRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+/// What reading a file from a URL cost so far (docs/remote.md).
+struct RemoteTransfer {
+  std::string url;                  ///< without credentials or query string
+  std::uint64_t object_bytes = 0;   ///< the object's size as the server gave it
+  std::uint64_t bytes_read = 0;     ///< body bytes received, retries included
+  std::uint64_t requests = 0;       ///< HTTP requests sent, retries included
+  std::uint64_t retries = 0;        ///< requests sent again after a fault
+  bool read_in_full = false;        ///< the format has no index at its tail: the whole object was read
+};
+
+/// Brings a file's bytes in before they are read, for files whose bytes are not all present when
+/// they are opened (a checkpoint read from a URL by ranged requests, docs/remote.md). Readers that
+/// hold such a file (MappedFile::source set) call ensure() before reading bytes other than those
+/// the opener fetched; bytes never ensured read as zeros.
+class RangeSource {
+ public:
+  virtual ~RangeSource() = default;
+  /// Makes every range present, fetching what is missing (several requests in flight). Raises
+  /// the kRemote* codes on failure. Thread-safe.
+  virtual void ensure(std::span<const ByteRange> ranges) const = 0;
+  virtual RemoteTransfer transfer() const = 0;
+};
+
 /// A file opened read-only. The bytes are a private read-only mapping where
 /// mmap works and an owned copy otherwise (pipes, some FUSE filesystems).
 struct MappedFile {
   std::string path;          ///< as given; used in error messages
   Bytes bytes;               ///< the whole file
   Residency residency = Residency::kBuffer;
+  /// Set when the bytes arrive on demand (a URL source): ensure() ranges before reading them.
+  std::shared_ptr<const RangeSource> source;
+
+  /// Makes [offset, offset + length) present when the file has a source; a no-op otherwise.
+  void ensure(std::uint64_t offset, std::uint64_t length) const {
+    if (source && length != 0) {
+      const ByteRange range{offset, length};
+      source->ensure(std::span<const ByteRange>(&range, 1));
+    }
+  }
 
   /// Opens and maps path. Raises kIoOpen (missing, a folder, no permission)
   /// or kIoRead. Views taken from `bytes` outlive the MappedFile.

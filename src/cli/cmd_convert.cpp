@@ -134,6 +134,7 @@ int cmd_convert(const Args& args) {
   const std::string target = target_of(args);
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   refuse_out_is_in(checkpoint, args.positional[0], out_path);
+  checkpoint.prefetch();  // a URL source: every storage in one go, several requests in flight
   if (args.has("shard-size")) {
     return write_set_command(args, checkpoint, out_path, target == "safetensors",
                              std::vector<std::string>(checkpoint.storages().size()));

@@ -10,6 +10,7 @@
 #include "progress.h"
 #include "format.h"
 #include "json_writer.h"
+#include "remote_json.h"
 #include "parallel.h"
 #include "maploc/error.h"
 #include "maploc/remap/loaded.h"
@@ -110,6 +111,7 @@ int cmd_load(const Args& args) {
       w.begin_object().field("bytes", row.second).field("device", device).field("storages", row.first).end_object();
     }
     w.end_array().field("file", checkpoint.path()).field("load_seconds", load_s).field("open_seconds", open_s);
+    write_remote_json(w, checkpoint);
     if (options.slice) {
       w.key("slice")
           .begin_object()

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "format.h"
 #include "json_writer.h"
+#include "remote_json.h"
 #include "parallel.h"
 #include "maploc/error.h"
 #include "maploc/torch/checkpoint.h"
@@ -84,6 +85,7 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
   const auto& storages = ckpt.storages();
   const auto& tensors = ckpt.tensors();
   std::vector<std::string> sha(hash ? tensors.size() : 0);
+  if (hash) ckpt.prefetch();  // a URL source: every storage in one go, several requests in flight
   parallel_for(sha.size(), [&](std::size_t i) {
     if (tensors[i].storage) sha[i] = torch::tensor_sha256(ckpt, tensors[i]);
   });
@@ -124,6 +126,7 @@ void print_json(const torch::Checkpoint& ckpt, bool hash) {
     w.end_object();
   }
   w.field("pickle_protocol", ckpt.pickle_protocol());
+  write_remote_json(w, ckpt);
   w.key("storages").begin_array();
   for (const auto& s : storages) {
     w.begin_object();

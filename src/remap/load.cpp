@@ -187,6 +187,7 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   return maploc::detail::guard_memory(Stage::kRemap, checkpoint.path(), [&] {
     if (options.strict) require_complete(checkpoint);
     if (options.slice) return load_sliced(checkpoint, options);
+    checkpoint.prefetch();  // a URL source: every storage now, several ranged requests in flight
     const DeviceInventory& inventory = options.inventory ? *options.inventory : DeviceInventory::probe();
     if (options.host == HostMemory::kPinned && !inventory.cuda_built) {
       throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,

@@ -9,6 +9,7 @@
 #include "state.h"
 #include "zip/deferred.h"
 #include "support/memory_guard.h"
+#include "url_source.h"
 
 namespace maploc::torch {
 namespace {
@@ -122,6 +123,7 @@ Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 Checkpoint::~Checkpoint() = default;
 
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const Options& options) {
+  if (remote::is_url(path.string())) return from_file(open_url(path.string(), options), options);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     if (const auto metadata = dcp_metadata_files(path); !metadata.empty()) {
@@ -234,7 +236,7 @@ Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
     return state_->members[state_->storage_member[storage_index]].storage_bytes(state_->storage_local[storage_index]);
   }
   const Storage& s = state_->storages[storage_index];
-  if (!state_->archive) return state_->stream_bytes[storage_index];
+  if (!state_->archive) return ensure_present(state_->file, state_->stream_bytes[storage_index]);
   if (s.view_of) {
     const Bytes root = storage_bytes(*s.view_of);
     const std::uint64_t off = std::min<std::uint64_t>(s.view_offset * element_size(s.dtype), root.size());
@@ -242,8 +244,9 @@ Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
   }
   if (!s.compressed && storage_index < state_->present_bytes.size()) {
     // A stored record: its bytes were located on open (file_offset, present_bytes).
-    return state_->archive->file_bytes().slice(static_cast<std::size_t>(s.file_offset),
-                                               static_cast<std::size_t>(state_->present_bytes[storage_index]));
+    return ensure_present(state_->file,
+                          state_->archive->file_bytes().slice(static_cast<std::size_t>(s.file_offset),
+                                                              static_cast<std::size_t>(state_->present_bytes[storage_index])));
   }
   const zip::Record* rec = state_->archive->find(s.record);
   if (!rec) fail(ErrorCode::kTorchStorageMissing, "storage '" + s.key + "' has no record", s.record);

@@ -11,6 +11,7 @@
 #include "dcp.h"
 #include "state.h"
 #include "storage_table.h"
+#include "url_source.h"
 
 namespace maploc::torch {
 namespace {
@@ -191,8 +192,8 @@ VerifyReport verify(const std::filesystem::path& path, const Limits& limits, boo
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return verify_set(path, limits, strict);
   VerifyReport r;
-  r.path = path.string();
-  const MappedFile file = MappedFile::open(path);
+  r.path = remote::is_url(path.string()) ? remote::display_url(path.string()) : path.string();
+  const MappedFile file = remote::is_url(path.string()) ? open_url_in_full(path.string(), Options{}) : MappedFile::open(path);
   if (looks_like_json(file.bytes)) return verify_set(path, limits, strict);
   const auto head = file.bytes.span().first(std::min<std::size_t>(file.bytes.size(), 512));
   const ContentKind kind = sniff_content(head);

@@ -106,6 +106,7 @@ Bytes Archive::read(const Record& record) const {
                     " bytes); read records this archive's directory lists",
                 record.data_offset, file_.path);
   }
+  file_.ensure(record.data_offset, record.compressed_size);  // a URL source fetches it now (docs/remote.md)
   Bytes raw = file_.bytes.slice(static_cast<std::size_t>(record.data_offset),
                                 static_cast<std::size_t>(record.compressed_size));
   if (record.method == kMethodStored) return raw;

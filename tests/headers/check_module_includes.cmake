@@ -2,7 +2,7 @@
 #
 #   cmake -DROOT=<repository> -P check_module_includes.cmake
 #
-# The arrows (docs/house-style.md): support <- zip, pickle <- torch <- remap <- capi; cli uses all.
+# The arrows (docs/house-style.md): support <- zip, remote, pickle <- torch <- remap <- capi; cli uses all.
 # A file of module M may include
 #   - "maploc/<X>/..." (public) and "<X>/..." (X's internal interface, src/<X>/internal/<X>/)
 #     only where X is M or below M;
@@ -12,14 +12,15 @@
 # Public headers (include/) include only public headers. Header files at the top of
 # include/maploc/ belong to support, except maploc_c.h (capi) and the umbrella maploc.h.
 cmake_minimum_required(VERSION 3.25)
-set(modules support zip pickle torch remap capi cli)
+set(modules support zip remote pickle torch remap capi cli)
 set(below_support "")
 set(below_zip support)
+set(below_remote support)
 set(below_pickle support)
-set(below_torch support zip pickle)
-set(below_remap support zip pickle torch)
-set(below_capi support zip pickle torch remap)
-set(below_cli support zip pickle torch remap capi)
+set(below_torch support zip remote pickle)
+set(below_remap support zip remote pickle torch)
+set(below_capi support zip remote pickle torch remap)
+set(below_cli support zip remote pickle torch remap capi)
 
 set(violations "")
 macro(violation file line why)

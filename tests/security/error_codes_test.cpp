@@ -136,6 +136,11 @@ const std::map<std::string, std::string> kElsewhere = {
     {"kTorchLimitNameBytes", "complexity corpus at the default limits: long_names.pt (tests/security/complexity_test.cpp)"},
     {"kTorchLimitWalkBytes", "complexity corpus at the default limits: walk_bytes_bomb.pt (tests/security/complexity_test.cpp)"},
     {"kLimitMemory", "allocation failure under RLIMIT_AS: tests/security/complexity_test.cpp"},
+    {"kRemoteBadUrl", "URL sources: tests/remote/url_test.cpp, remote_test.cpp (docs/remote.md)"},
+    {"kRemoteRequest", "URL sources against a loopback server: tests/remote/remote_test.cpp (404, 403, short bodies)"},
+    {"kRemoteBadResponse", "URL sources against a loopback server: tests/remote/remote_test.cpp (wrong Content-Range, Range ignored)"},
+    {"kRemoteChanged", "URL sources against a loopback server: tests/remote/remote_test.cpp (object replaced mid-load)"},
+    {"kRemoteRedirects", "URL sources against a loopback server: tests/remote/remote_test.cpp (redirect loop)"},
     {"kTorchIncomplete", "strict opening: tests/torch/completeness_test.cpp (a storage held by an unknown call, an "
                          "unknown rebuild function), tests/remap/load_test.cpp (LoadOptions::strict)"},
 };

@@ -14,6 +14,7 @@
 #include "maploc/limits.h"
 #include "maploc/mapped_file.h"
 #include "maploc/pickle/value.h"
+#include "maploc/remote/object.h"
 #include "maploc/torch/storage.h"
 #include "maploc/torch/tensor.h"
 #include "maploc/zip/archive.h"
@@ -57,6 +58,8 @@ struct Options {
   /// (Checkpoint::unreferenced_storages, unknown_rebuilds, and a diagnostic naming it); strict
   /// makes either an error, kTorchIncomplete. The CLI's --strict.
   bool strict = false;
+  /// How a URL source (http://, https://, s3://) is read: requests in flight, retries (docs/remote.md).
+  remote::Options remote{};
 };
 
 /// One file of a kSet checkpoint: where its storages and tensors lie in the set's lists.
@@ -106,6 +109,9 @@ class Checkpoint {
   /// kTorchBadTar, kTorchBadPersistentId, kTorchUnknownDType,
   /// kTorchStorageMissing, kTorchRecordSize, kTorchBadTensor,
   /// kTorchTensorOutOfBounds, kTorchStorageConflict.
+  /// A URL (http://, https://, s3://; remote::is_url) is read by ranged requests: opening a zip
+  /// checkpoint fetches its end records, central directory, local headers and pickles, not its
+  /// storages (docs/remote.md); kRemote* codes for the transfer.
   static Checkpoint open(const std::filesystem::path& path, const Options& options = {});
   /// The same for bytes already in memory.
   static Checkpoint from_file(MappedFile file, const Options& options = {});
@@ -208,6 +214,13 @@ class Checkpoint {
   /// kSet), for readers that read part of a storage with pread; nullopt for
   /// deflated records, DCP tensors, and checkpoints opened from memory.
   std::optional<FileRange> storage_file_range(std::size_t storage_index) const;
+
+  /// For a checkpoint opened from a URL: what reading it has cost so far; nullopt for files.
+  std::optional<RemoteTransfer> remote_transfer() const;
+  /// For a checkpoint opened from a URL: fetches every storage's bytes now, with several ranged
+  /// requests in flight (storage_bytes() fetches the storage it is asked for on its own). A no-op
+  /// for files. Raises the kRemote* codes.
+  void prefetch() const;
 
   struct State;  ///< implementation detail
 

@@ -1,0 +1,77 @@
+// object.h - an object read from a URL (http, https, s3) by ranged requests into a sparse buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "maploc/bytes.h"
+#include "maploc/mapped_file.h"
+
+namespace maploc::remote {
+
+/// True for the sources read by URL: "http://", "https://" and "s3://".
+bool is_url(std::string_view text) noexcept;
+
+/// The URL as messages show it: scheme, host, port and path; never user information, a query
+/// string (a presigned URL's signature) or a fragment.
+std::string display_url(std::string_view url);
+
+/// How an object is read (docs/remote.md).
+struct Options {
+  /// Ranged requests in flight at once; 0: $MAPLOC_REMOTE_PARALLEL, else 8.
+  unsigned parallel = 0;
+  /// Attempts after the first for a request that failed in a way that may pass (5xx, 429, a
+  /// dropped connection, a short body, a wrong Content-Range), with backoff 50 ms, 100 ms, ...
+  unsigned retries = 4;
+  /// Missing ranges are fetched in requests of at most this many bytes.
+  std::uint64_t chunk_bytes = 8u << 20;
+  /// Missing pieces of one ensure() closer than this are fetched by one request (the bytes
+  /// between are read and dropped): a request costs a round trip, 64 KiB less than one on most links.
+  std::uint64_t merge_gap = 64u << 10;
+  /// The first request asks for the object's last bytes (a zip's end records and, mostly, its
+  /// central directory); this many.
+  std::uint64_t tail_bytes = 128u << 10;
+  /// A server that answers a ranged request with the whole object (200) is accepted only on the
+  /// first request and only for objects up to this size; otherwise kRemoteBadResponse.
+  std::uint64_t whole_object_bytes = 16u << 20;
+};
+
+/// An object behind a URL. Its bytes are an anonymous read-only-to-callers mapping of the
+/// object's size (MAP_NORESERVE: pages never fetched cost nothing) filled by ensure(); the
+/// validators the first answer gave (ETag, else Last-Modified) are sent with every later request
+/// (If-Match, If-Unmodified-Since), so a change of the object is an error, never mixed bytes.
+class Object final : public RangeSource, public std::enable_shared_from_this<Object> {
+ public:
+  /// Sends the first request (the last tail_bytes bytes) and learns the size. s3://bucket/key is
+  /// read from $AWS_ENDPOINT_URL (path-style) or AWS's regional endpoint, signed with SigV4 from
+  /// $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY, $AWS_SESSION_TOKEN and $AWS_REGION /
+  /// $AWS_DEFAULT_REGION (unsigned when no key is set). Raises the kRemote* codes.
+  static std::shared_ptr<Object> open(const std::string& url, const Options& options = {});
+  ~Object() override;
+
+  std::uint64_t size() const noexcept;
+  /// The whole object; bytes not yet ensured read as zeros.
+  const Bytes& bytes() const noexcept;
+  /// A MappedFile of bytes() named by display_url(), with this object as its source.
+  MappedFile file() const;
+  /// True when every byte is present.
+  bool complete() const;
+  /// Marks the transfer as a whole read (a format without an index at its tail).
+  void set_read_in_full() const;
+
+  void ensure(std::span<const ByteRange> ranges) const override;
+  /// The same with another merge gap (the URL opener merges less: only what it reads counts).
+  void ensure(std::span<const ByteRange> ranges, std::uint64_t merge_gap) const;
+  RemoteTransfer transfer() const override;
+
+  struct Impl;
+
+ private:
+  explicit Object(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace maploc::remote

@@ -1,0 +1,223 @@
+// remote_test.cpp - checkpoints read by URL from a loopback server: every tensor's hash equals the
+// local file's, ls-style opening reads only the structure, and each injected fault gives its
+// retry or its error (docs/remote.md).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "maploc/error.h"
+#include "maploc/remap/loaded.h"
+#include "maploc/torch/checkpoint.h"
+#include "maploc/torch/hash.h"
+#include "maploc/torch/verify.h"
+#include "remote/loopback_server.h"
+#include "run_shell.h"
+
+using namespace maploc;
+
+namespace {
+
+const std::string kFixtures = MAPLOC_FIXTURES_DIR;
+
+test::LoopbackServer& server() {
+  static test::LoopbackServer s(kFixtures);
+  return s;
+}
+
+std::vector<std::string> hashes(const torch::Checkpoint& c) {
+  std::vector<std::string> out;
+  for (const auto& t : c.tensors()) out.push_back(t.name + " " + (t.storage ? torch::tensor_sha256(c, t) : "-"));
+  return out;
+}
+
+torch::Options quick(unsigned retries = 4) {
+  torch::Options o;
+  o.remote.retries = retries;
+  return o;
+}
+
+// The code an expression raises, and its message (both empty when it raises nothing).
+std::pair<std::string, std::string> raised(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return {std::string(error_code_name(e.code())), e.what()};
+  }
+  return {};
+}
+
+const char* const kFiles[] = {
+    "checkpoints/gpu_tagged.t113.pt",   "checkpoints/dtypes.t2x.pt",        "checkpoints/deflated.t2x.pt",
+    "checkpoints/dtypes_be.t113.pt",    "checkpoints/torchscript.t2x.pt",   "checkpoints/views_shared.t2x.pt",
+    "checkpoints/zip64_extra.t2x.pt",   "checkpoints/zip64_local.t113.pt",  "checkpoints/junk_prefix.t2x.pt",
+    "checkpoints/zip_after_pickle.t2x.pt", "checkpoints/dtypes_legacy.t113.pt", "checkpoints/tar_format.hand.pt",
+    "checkpoints/shufflenet_v2_x0_5.t113.pt", "safetensors/dtypes.safetensors",
+};
+
+}  // namespace
+
+TEST_CASE("every tensor read by URL hashes as the local file's", "[remote]") {
+  for (const char* f : kFiles) {
+    INFO(f);
+    const auto local = torch::Checkpoint::open(kFixtures + "/" + f);
+    const auto remote = torch::Checkpoint::open(server().url("ok", f), quick());
+    CHECK(remote.format() == local.format());
+    CHECK(hashes(remote) == hashes(local));
+    const auto t = remote.remote_transfer();
+    REQUIRE(t.has_value());
+    CHECK(t->object_bytes == std::filesystem::file_size(kFixtures + "/" + f));
+    CHECK(t->read_in_full == (local.format() == torch::Format::kLegacy || local.format() == torch::Format::kTar));
+    CHECK_FALSE(local.remote_transfer().has_value());
+  }
+}
+
+TEST_CASE("remap::load of a URL places the same bytes as the local load", "[remote]") {
+  const std::string f = "checkpoints/shufflenet_v2_x0_5.t113.pt";
+  remap::LoadOptions lo;
+  lo.map = remap::MapLocation::all_to("cpu");
+  lo.host = remap::HostMemory::kOwnedCopy;
+  const auto local = torch::Checkpoint::open(kFixtures + "/" + f);
+  const auto remote = torch::Checkpoint::open(server().url("ok", f), quick());
+  const auto a = remap::load(local, lo), b = remap::load(remote, lo);
+  REQUIRE(a.tensors().size() == b.tensors().size());
+  for (std::size_t i = 0; i < a.tensors().size(); ++i) CHECK(a.tensor_sha256(i) == b.tensor_sha256(i));
+}
+
+TEST_CASE("opening a zip checkpoint by URL reads its structure, not its storages", "[remote]") {
+  const std::string f = "checkpoints/shufflenet_v2_x0_5.t113.pt";
+  const auto c = torch::Checkpoint::open(server().url("ok", f), quick());
+  const auto opened = *c.remote_transfer();
+  std::uint64_t payload = 0;
+  for (const auto& s : c.storages()) payload += s.nbytes;
+  INFO("bytes read on open: " << opened.bytes_read << " of " << opened.object_bytes << " (" << payload
+                              << " bytes of storages)");
+  CHECK(opened.bytes_read < opened.object_bytes / 4);
+  CHECK(opened.requests < 64);
+  c.prefetch();
+  const auto all = *c.remote_transfer();
+  CHECK(all.bytes_read >= opened.object_bytes);
+  CHECK(all.bytes_read < opened.object_bytes + opened.object_bytes / 4);
+  c.prefetch();  // nothing left to fetch
+  CHECK(c.remote_transfer()->requests == all.requests);
+}
+
+TEST_CASE("faults that pass on a retry are retried", "[remote]") {
+  const std::string f = "checkpoints/shufflenet_v2_x0_5.t113.pt";
+  const auto local = torch::Checkpoint::open(kFixtures + "/" + f);
+  for (const char* mode : {"flaky", "short1", "reset1", "redirect"}) {
+    INFO(mode);
+    const auto c = torch::Checkpoint::open(server().url(mode, f), quick());
+    CHECK(hashes(c) == hashes(local));
+    if (std::string(mode) != "redirect") CHECK(c.remote_transfer()->retries > 0);
+  }
+}
+
+TEST_CASE("faults that persist are errors naming the URL", "[remote]") {
+  const std::string f = "checkpoints/shufflenet_v2_x0_5.t113.pt";
+  auto load = [&](const std::string& mode, torch::Options o) {
+    return [=] {
+      const auto c = torch::Checkpoint::open(server().url(mode, mode == "ok" ? "checkpoints/no_such.pt" : f), o);
+      c.prefetch();
+    };
+  };
+  torch::Options small_whole = quick(1);
+  small_whole.remote.whole_object_bytes = 64 << 10;
+  const std::vector<std::pair<std::string, std::pair<std::string, torch::Options>>> cases = {
+      {"kRemoteRequest", {"short", quick(1)}},
+      {"kRemoteBadResponse", {"wrongrange", quick(1)}},
+      {"kRemoteBadResponse", {"norange", small_whole}},
+      {"kRemoteChanged", {"replaced", quick(1)}},
+      {"kRemoteRedirects", {"loop", quick(1)}},
+      {"kRemoteRequest", {"ok", quick(1)}},  // 404
+  };
+  for (const auto& [code, mode_options] : cases) {
+    INFO(mode_options.first);
+    const auto [got, what] = raised(load(mode_options.first, mode_options.second));
+    CHECK(got == code);
+    CHECK(what.find(server().url(mode_options.first, "")) != std::string::npos);
+  }
+  // A server that ignores Range is fine for an object small enough to take whole.
+  const auto c = torch::Checkpoint::open(server().url("norange", f), quick());
+  CHECK(c.remote_transfer()->requests == 1);
+}
+
+TEST_CASE("no credential of a URL appears in a path, a message or the JSON", "[remote]") {
+  const std::string f = "checkpoints/gpu_tagged.t113.pt";
+  const std::string secret_url = "http://someone:pa55word@127.0.0.1:" + std::to_string(server().port()) + "/ok/" + f +
+                                 "?X-Amz-Signature=s1gnature";
+  const auto c = torch::Checkpoint::open(secret_url, quick());
+  CHECK(c.path() == server().url("ok", f));
+  const std::string failing = "http://someone:pa55word@127.0.0.1:" + std::to_string(server().port()) + "/loop/" + f +
+                              "?X-Amz-Signature=s1gnature";
+  const auto [code, what] = raised([&] { (void)torch::Checkpoint::open(failing, quick(0)); });
+  CHECK(code == "kRemoteRedirects");
+  CHECK(what.find("pa55word") == std::string::npos);
+  CHECK(what.find("s1gnature") == std::string::npos);
+  const auto r = test::run_shell(std::string("'") + MAPLOC_CLI + "' ls --json '" + secret_url + "' 2>&1");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("pa55word") == std::string::npos);
+  CHECK(r.out.find("s1gnature") == std::string::npos);
+  CHECK(r.out.find("\"remote\"") != std::string::npos);
+}
+
+TEST_CASE("s3:// URLs are signed with SigV4 and read path-style from the endpoint", "[remote]") {
+  const std::string key_id = "AKIDMAPLOCTEST", secret = "s3cr3tKEYmaploc", token = "T0KENmaploc";
+  test::LoopbackServer s3(kFixtures, {"TEST_S3_KEY_ID=" + key_id, "TEST_S3_SECRET=" + secret, "TEST_S3_TOKEN=" + token});
+  ::setenv("AWS_ENDPOINT_URL", ("http://127.0.0.1:" + std::to_string(s3.port()) + "/s3").c_str(), 1);
+  ::setenv("AWS_REGION", "eu-test-1", 1);
+  ::setenv("AWS_ACCESS_KEY_ID", key_id.c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", secret.c_str(), 1);
+  ::setenv("AWS_SESSION_TOKEN", token.c_str(), 1);
+  const std::string f = "checkpoints/shufflenet_v2_x0_5.t113.pt";
+  const auto c = torch::Checkpoint::open("s3://bucket/" + f, quick());
+  CHECK(c.path() == "s3://bucket/" + f);
+  CHECK(hashes(c) == hashes(torch::Checkpoint::open(kFixtures + "/" + f)));
+  const auto r = test::run_shell(std::string("'") + MAPLOC_CLI + "' load --json --hash 's3://bucket/" + f + "' 2>&1");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(secret) == std::string::npos);
+  CHECK(r.out.find(token) == std::string::npos);
+  // A wrong secret: the server refuses the signature; the message names neither secret.
+  ::setenv("AWS_SECRET_ACCESS_KEY", "wrongSECRETvalue", 1);
+  const auto [code, what] = raised([&] { (void)torch::Checkpoint::open("s3://bucket/" + f, quick(0)); });
+  CHECK(code == "kRemoteRequest");
+  CHECK(what.find("403") != std::string::npos);
+  CHECK(what.find("wrongSECRETvalue") == std::string::npos);
+  CHECK(what.find(token) == std::string::npos);
+  for (const char* v : {"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
+    ::unsetenv(v);
+  }
+}
+
+TEST_CASE("the CLI reads URLs: ls, plan, load, verify and convert", "[remote]") {
+  const std::string f = "checkpoints/gpu_tagged.t113.pt";
+  const std::string url = server().url("ok", f);
+  const std::string cli = std::string("'") + MAPLOC_CLI + "' ";
+  const auto ls = test::run_shell(cli + "ls --json '" + url + "'");
+  CHECK(ls.exit_code == 0);
+  CHECK(ls.out.find("\"bytes_read\"") != std::string::npos);
+  CHECK(test::run_shell(cli + "plan '" + url + "' --map-location 'cuda:*->cpu'").exit_code == 0);
+  const auto remote_load = test::run_shell(cli + "load --hash '" + url + "' --map-location 'cuda:*->cpu'");
+  const auto local_load = test::run_shell(cli + "load --hash '" + kFixtures + "/" + f + "' --map-location 'cuda:*->cpu'");
+  CHECK(remote_load.exit_code == 0);
+  auto hash_lines = [](const std::string& text) {
+    std::string out;
+    for (std::size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
+      const std::string line = text.substr(at, nl - at);
+      if (line.size() > 66 && line.find_first_not_of("0123456789abcdef") == 64) out += line + "\n";
+    }
+    return out;
+  };
+  CHECK(hash_lines(remote_load.out) == hash_lines(local_load.out));
+  CHECK(!hash_lines(remote_load.out).empty());
+  CHECK(test::run_shell(cli + "verify '" + url + "'").exit_code == 0);
+  const auto out = std::filesystem::temp_directory_path() / ("maploc-remote-" + std::to_string(::getpid()) + ".safetensors");
+  CHECK(test::run_shell(cli + "convert '" + url + "' '" + out.string() + "'").exit_code == 0);
+  CHECK(std::filesystem::exists(out));
+  std::filesystem::remove(out);
+  const auto bad = test::run_shell(cli + "ls '" + server().url("loop", f) + "' 2>&1");
+  CHECK(bad.exit_code == 3);
+  CHECK(bad.out.find("[kRemoteRedirects]") != std::string::npos);
+}
