@@ -8,6 +8,7 @@
 #include "maploc/progress.h"
 #include "maploc/version.h"
 #include "maploc/zip/archive.h"
+#include "maploc/remote/object.h"
 #include "maploc/pickle/value.h"
 #include "maploc/pickle/machine.h"
 #include "maploc/pickle/opcodes.h"
