@@ -72,6 +72,7 @@ typedef struct maploc_tensor_info {
   const char* location;      /* its storage's saved tag ("cpu", "cuda:1"), "" for none */
   const char* device;        /* where it is placed: "cpu", "cuda:1", "meta" (loaded only) */
   void* data;                /* its first element (a device pointer on CUDA; loaded only, NULL on meta) */
+  int32_t parameter;         /* rebuilt as a torch.nn.Parameter (_rebuild_parameter*) */
 } maploc_tensor_info;
 
 /* One storage. `device`, `data`, `writable` and `pinned` are set for a loaded checkpoint only. */
@@ -175,7 +176,38 @@ MAPLOC_C_EXPORT void maploc_dlpack_capsule_destructor(void* capsule);
 #if MAPLOC_C_DLPACK_VERSIONED
 MAPLOC_C_EXPORT int maploc_loaded_dlpack_versioned(const maploc_loaded* loaded, size_t index,
                                                    DLManagedTensorVersioned** out);
+/* maploc_dlpack_capsule_destructor for "dltensor_versioned" capsules (DLPack >= 1.0 consumers). */
+MAPLOC_C_EXPORT void maploc_dlpack_versioned_capsule_destructor(void* capsule);
 #endif
+
+/* --- the object tree (what torch.load returns, inertly) --- */
+/* Opens a checkpoint held in memory (a copy of the `size` bytes is kept: the caller may free them);
+ * `name` (NULL: "<memory>") names it in messages. Any single-file format maploc_open reads. */
+MAPLOC_C_EXPORT int maploc_open_memory(const void* data, size_t size, const char* name, maploc_checkpoint** out);
+/* The checkpoint's main object (what torch.load returns) serialised into one buffer the caller
+ * releases with maploc_buffer_free; tensors in it are indices into the checkpoint's (and every
+ * maploc_loaded's) tensors. Linear in the tree's nodes; a shared or cyclic object is written once
+ * and referred to again by id. Formats without an object tree (safetensors, sets, DCP) give
+ * {name: tensor} in order. The format (little-endian; docs/capi.md, "The object tree"):
+ *   value  := tag payload; a tag with bit 0x80 set takes the next id (0, 1, ...), in writing order
+ *   'N' None  'T' True  'F' False  'f' float64  'i' int64  'I' u32 n + n bytes (two's complement, LE)
+ *   's' str (u32 n + UTF-8)  'b' bytes  'a' bytearray (u32 n + bytes)
+ *   't' tuple  'l' list  'S' set  'Z' frozenset: u32 n + n values
+ *   'd' dict: u32 n + n (key value) pairs, in order
+ *   'G' a global (class, function): str module, str name (each u32 n + UTF-8)
+ *   'X' u32: a tensor, by index
+ *   'C' a call torch would make (an object maploc does not rebuild): u8 op (0 REDUCE, 1 NEWOBJ,
+ *       2 NEWOBJ_EX, 3 INST, 4 OBJ), callable, args, kwargs, u32 n + appended values,
+ *       u32 n + set (key value) items, u32 n + BUILD states
+ *   'P' a persistent id no loader resolved: its value
+ *   'R' u32: the value that took this id before */
+MAPLOC_C_EXPORT int maploc_checkpoint_object(const maploc_checkpoint* checkpoint, uint8_t** out, size_t* size);
+MAPLOC_C_EXPORT void maploc_buffer_free(void* buffer);
+/* The symbolic name of an error code ("kTorchNotCheckpoint"; "kOk", "kInternal"; "unknown" for others). */
+MAPLOC_C_EXPORT const char* maploc_error_code_name(int code);
+/* Storage `index` as a 1-D uint8 DLPack tensor of its nbytes (strides set), holding the placement
+ * alive like maploc_loaded_dlpack: every tensor over it can be made a view of one consumer array. */
+MAPLOC_C_EXPORT int maploc_loaded_storage_dlpack(const maploc_loaded* loaded, size_t index, DLManagedTensor** out);
 
 /* --- rewriting files --- */
 /* `maploc remap IN OUT --map-location SPEC`: a torch.save archive with the storages' location tags

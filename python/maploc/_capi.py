@@ -8,12 +8,70 @@ _NAMES = ("libmaploc.so", "libmaploc.so.0")
 
 
 class Error(Exception):
-    """A maploc failure: `code` is maploc's stable error number (docs/api.md), `message` says what and where."""
+    """A maploc failure. `code` is maploc's stable error number (an int: docs/api.md, include/maploc/error.h),
+    `code_name` its symbolic name ("kTorchNotCheckpoint"), `message` says what and where."""
 
     def __init__(self, code, message):
         super().__init__(message)
-        self.code = code
+        self.code = int(code)
         self.message = message
+
+    @property
+    def code_name(self):
+        """The symbolic name of `code` ("kTorchNotCheckpoint", "kInternal"; "unknown" for others)."""
+        return code_name(self.code)
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message))
+
+
+class NotACheckpointError(Error):
+    """The content is no checkpoint maploc reads (300 kTorchNotCheckpoint: an HTML page, a git-lfs pointer, ...;
+    301 a preview-release archive; 302 a torch format maploc does not read)."""
+
+
+class UnsafeContentError(Error):
+    """Content maploc refuses to interpret: an opcode that needs Python (201, 207), a persistent id no loader
+    resolves (216, 305), or, in strict mode, a rebuild function or storage maploc does not know (318)."""
+
+
+class LimitExceededError(Error):
+    """A safety bound (maploc::Limits) was reached: memory (6), zip entries or record size (109, 117), pickle
+    stack, nesting, memo, string, item or total bounds (210-215), tensor count, name or walk bytes (314-317)."""
+
+
+class DeviceUnavailableError(Error):
+    """A storage cannot be placed: no usable CUDA (400), no such device (401), not enough free memory (405),
+    a build without CUDA (406), the CUDA runtime failed (407)."""
+
+
+class DLPackError(Error, BufferError):
+    """__dlpack__ could not export a tensor (what DLPack cannot describe, a copy or device it cannot honour):
+    a BufferError, as the DLPack protocol asks, that keeps maploc's code."""
+
+
+_NOT_CHECKPOINT = {300, 301, 302}
+_UNSAFE = {201, 207, 216, 305, 318}
+_LIMIT = {6, 109, 117, 210, 211, 212, 213, 214, 215, 314, 315, 316, 317}
+_DEVICE = {400, 401, 405, 406, 407}
+
+
+def error_class(code):
+    """The Error subclass for a code (Error itself for the codes no subclass names)."""
+    if code in _NOT_CHECKPOINT:
+        return NotACheckpointError
+    if code in _UNSAFE:
+        return UnsafeContentError
+    if code in _LIMIT:
+        return LimitExceededError
+    if code in _DEVICE:
+        return DeviceUnavailableError
+    return Error
+
+
+def make_error(code, message):
+    """maploc's exception for a C API error code."""
+    return error_class(code)(code, message)
 
 
 class TensorInfo(ctypes.Structure):
@@ -22,7 +80,7 @@ class TensorInfo(ctypes.Structure):
                 ("stride", ctypes.POINTER(ctypes.c_int64)), ("storage_offset", ctypes.c_int64),
                 ("storage", ctypes.c_int64), ("requires_grad", ctypes.c_int32), ("conj", ctypes.c_int32),
                 ("neg", ctypes.c_int32), ("location", ctypes.c_char_p), ("device", ctypes.c_char_p),
-                ("data", ctypes.c_void_p)]
+                ("data", ctypes.c_void_p), ("parameter", ctypes.c_int32)]
 
 
 class StorageInfo(ctypes.Structure):
@@ -95,17 +153,43 @@ _SIGNATURES = {
     "maploc_dlpack_capsule_destructor": (None, [_P]),
     "maploc_remap": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
     "maploc_convert": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]),
+    "maploc_open_memory": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(_P)]),
+    "maploc_checkpoint_object": (ctypes.c_int, [_P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
+    "maploc_buffer_free": (None, [_P]),
+    "maploc_error_code_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "maploc_loaded_storage_dlpack": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(_P)]),
+}
+# Present only when libmaploc.so was built against DLPack >= 1.0 (MAPLOC_C_DLPACK_VERSIONED).
+_OPTIONAL = {
+    "maploc_loaded_dlpack_versioned": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(_P)]),
+    "maploc_dlpack_versioned_capsule_destructor": (None, [_P]),
 }
 for _name, (_restype, _argtypes) in _SIGNATURES.items():
     _f = getattr(lib, _name)
     _f.restype = _restype
     _f.argtypes = _argtypes
+for _name, (_restype, _argtypes) in _OPTIONAL.items():
+    _f = getattr(lib, _name, None)
+    if _f is not None:
+        _f.restype = _restype
+        _f.argtypes = _argtypes
+has_versioned_dlpack = hasattr(lib, "maploc_loaded_dlpack_versioned") and \
+    hasattr(lib, "maploc_dlpack_versioned_capsule_destructor")
+
+
+def code_name(code):
+    """The symbolic name of an error code ("kTorchNotCheckpoint")."""
+    return text(lib.maploc_error_code_name(int(code)))
+
+
+def last_message():
+    return lib.maploc_last_error_message().decode("utf-8", "replace")
 
 
 def check(code):
-    """Raises maploc.Error for a non-zero return code of a C API call."""
+    """Raises maploc.Error (the subclass for its code) for a non-zero return code of a C API call."""
     if code != 0:
-        raise Error(code, lib.maploc_last_error_message().decode("utf-8", "replace"))
+        raise make_error(code, last_message())
 
 
 def text(b):

@@ -53,6 +53,7 @@ void describe_tensor(const torch::Tensor& t, maploc_tensor_info* out) noexcept {
   out->requires_grad = t.requires_grad;
   out->conj = t.conj;
   out->neg = t.neg;
+  out->parameter = t.parameter;
   out->location = "";
 }
 

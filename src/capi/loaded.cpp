@@ -196,6 +196,17 @@ int maploc_loaded_dlpack_versioned(const maploc_loaded* loaded, size_t index, DL
     *out = remap::to_dlpack_versioned(l.loaded, index);
   });
 }
+
+void maploc_dlpack_versioned_capsule_destructor(void* capsule) {
+  using IsValid = int (*)(void*, const char*);
+  using GetPointer = void* (*)(void*, const char*);
+  static const auto is_valid = reinterpret_cast<IsValid>(::dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
+  static const auto get_pointer = reinterpret_cast<GetPointer>(::dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
+  if (capsule == nullptr || is_valid == nullptr || get_pointer == nullptr) return;
+  if (is_valid(capsule, "dltensor_versioned") == 0) return;  // consumed ("used_dltensor_versioned")
+  auto* t = static_cast<DLManagedTensorVersioned*>(get_pointer(capsule, "dltensor_versioned"));
+  if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+}
 #endif
 
 }  // extern "C"

@@ -176,6 +176,7 @@ const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { r
 const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
 const std::vector<std::size_t>& Checkpoint::unreferenced_storages() const noexcept { return state_->unreferenced; }
 const std::vector<std::string>& Checkpoint::unknown_rebuilds() const noexcept { return state_->unknown_rebuilds; }
+const std::vector<ObjectTensor>& Checkpoint::object_tensors() const noexcept { return state_->object_tensors; }
 const Limits& Checkpoint::limits() const noexcept { return state_->options.limits; }
 const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }
 const pickle::Value& Checkpoint::constants_root() const noexcept { return state_->constants_root; }

@@ -122,7 +122,7 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
   step(name, depth);
   switch (v.kind()) {
     case Kind::kExternal:
-      storage_object(v, name);
+      state_.object_tensors.push_back({nullptr, v.external_handle(), storage_object(v, name)});
       return;
     case Kind::kTuple:
     case Kind::kList:
@@ -136,7 +136,12 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
       return;  // scalars, strings, globals (dtypes, classes) are leaves
   }
   // A tensor is named on every path to it (tied weights) and holds no containers: no graph node.
-  if ((v.is(Kind::kReduce) || v.is(Kind::kObject)) && try_tensor(v, name, depth)) return;
+  if (v.is(Kind::kReduce) || v.is(Kind::kObject)) {
+    if (const auto tensor = try_tensor(v, name, depth)) {
+      state_.object_tensors.push_back({v.identity(), 0, *tensor});
+      return;
+    }
+  }
   std::optional<Entered> entered;
   if (const void* node = v.identity()) {
     entered = enter(node);

@@ -61,6 +61,7 @@ struct Checkpoint::State {
   std::vector<std::size_t> unreferenced;        ///< storages no tensor reaches (completeness.cpp)
   std::vector<std::size_t> consumed;            ///< storages read as something else (a jagged tensor's cached seqlen)
   std::vector<std::string> unknown_rebuilds;    ///< `_rebuild*` callables maploc does not know, once each
+  std::vector<ObjectTensor> object_tensors;     ///< tree objects -> tensors (Checkpoint::object_tensors)
   std::vector<std::string> hints;
   /// Safetensors `__metadata__`, in file order.
   std::vector<std::pair<std::string, std::string>> metadata;

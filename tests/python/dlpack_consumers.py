@@ -60,7 +60,7 @@ def sha256_of(a):
 
 
 def check_fixture(file, manifest, host):
-    tensors = maploc.load(os.path.join(FIXTURES, "checkpoints", file), map_location="cpu", host=host)
+    tensors = maploc.tensors(os.path.join(FIXTURES, "checkpoints", file), map_location="cpu", host=host)
     counts = {"taken": 0, "refused": 0}
     listed = set()
     for want in manifest["tensors"]:
@@ -101,7 +101,7 @@ def check_lifetime(host):
     """Arrays kept after the dict, the Tensor objects and the C handles are all dropped stay valid."""
     file = "views_shared.t113.pt"
     manifest = read_json(os.path.join(FIXTURES, "checkpoints", file + ".manifest.json"))
-    tensors = maploc.load(os.path.join(FIXTURES, "checkpoints", file), map_location="cpu", host=host)
+    tensors = maploc.tensors(os.path.join(FIXTURES, "checkpoints", file), map_location="cpu", host=host)
     kept = {name: from_dlpack(t) for name, t in tensors.items() if name in ("base", "transpose", "tied_a")}
     unconsumed = tensors["tied_b"].__dlpack__()  # a capsule never consumed: released by its destructor
     del tensors, unconsumed

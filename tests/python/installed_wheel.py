@@ -5,10 +5,10 @@ environment, then the module's tests against what it installed, run from outside
 WHEELHOUSE holds scikit-build-core and what it needs (tools/install-deps.sh test puts them in
 .cache/python-build-wheels): pip builds with --no-index --find-links WHEELHOUSE, so this needs no network.
 The build folder is WORK_DIR/build (kept: a second run rebuilds only what changed). Checked: the venv got
-the maploc package and nothing else (libmaploc.so, __init__.py, _capi.py), the `import maploc` is the
+the maploc package and nothing else (libmaploc.so, __init__.py, _capi.py, _tree.py, torch.py, py.typed), the `import maploc` is the
 venv's, the library the loader mapped is the wheel's (also with MAPLOC_LIBRARY set to something else:
-the package's own library comes first), the wheel build built no tests, then test_module.py and the
-numpy and torch DLPack tests. Exit 77 (a ctest skip) when `python3 -m venv`, the wheelhouse, numpy or
+the package's own library comes first), the wheel build built no tests, then test_module.py, the
+numpy and torch DLPack tests and torch_compare.py (maploc.torch.load against torch.load). Exit 77 (a ctest skip) when `python3 -m venv`, the wheelhouse, numpy or
 torch is missing; a failure instead under MAPLOC_PYTHON_REQUIRED=1 (tools/test.sh, after install-deps).
 """
 import glob
@@ -74,14 +74,15 @@ def main():
     with open(record) as f:
         files = sorted(p for p in (line.split(",")[0] for line in f)   # less pip's own byte-compiled files
                        if not p.startswith("maploc-") and "/__pycache__/" not in p)
-    assert files == ["maploc/__init__.py", "maploc/_capi.py", "maploc/libmaploc.so"], files
+    assert files == ["maploc/__init__.py", "maploc/_capi.py", "maploc/_tree.py", "maploc/libmaploc.so",
+                     "maploc/py.typed", "maploc/torch.py"], files
     assert not os.path.exists(os.path.join(build, "tests")), "the wheel build configured the tests"
     assert not os.path.exists(os.path.join(build, "bench")), "the wheel build configured the benchmarks"
 
     run([PY, "-c", CHECK, VENV, ""], cwd=tests)
     other = dict(ENV, MAPLOC_LIBRARY=os.path.join(WORK, "not-this-libmaploc.so"))
     run([PY, "-c", CHECK, VENV, other["MAPLOC_LIBRARY"]], cwd=tests, env=other)
-    for script in ("test_module.py", "dlpack_consumers.py"):
+    for script in ("test_module.py", "dlpack_consumers.py", "torch_compare.py"):
         shutil.copy(os.path.join(HERE, script), tests)
     run([PY, "test_module.py", FIXTURES], cwd=tests)
     for consumer in ("numpy", "torch"):
@@ -90,6 +91,12 @@ def main():
             skip_or_fail(f"{consumer} cannot be imported in the venv (system site packages)")
         if rc != 0:
             sys.exit(f"FAIL: dlpack_consumers.py {consumer} against the installed wheel exited {rc}")
+    rc = subprocess.run([PY, "torch_compare.py", FIXTURES, os.path.join(SOURCE, ".cache", "real", "files")],
+                        cwd=tests, env=ENV).returncode
+    if rc == 77:
+        skip_or_fail("torch cannot be imported in the venv (system site packages)")
+    if rc != 0:
+        sys.exit(f"FAIL: torch_compare.py against the installed wheel exited {rc}")
     print(f"installed wheel: pip install {built - started:.0f} s, tests {time.monotonic() - built:.0f} s")
 
 

@@ -41,7 +41,7 @@ class ModuleTest(unittest.TestCase):
         path = fixture("checkpoints", "gpu_tagged.t113.pt")
         want = manifest("gpu_tagged.t113.pt")["tensors"]
         for spec in ("cpu", "cuda:*->cpu", {"cuda:0": "cpu", "cuda:1": "cpu"}):
-            tensors = maploc.load(path, map_location=spec)
+            tensors = maploc.tensors(path, map_location=spec)
             for w in want:
                 t = tensors[w["name"]]
                 self.assertEqual(t.device, "cpu")
@@ -56,8 +56,8 @@ class ModuleTest(unittest.TestCase):
         with self.assertRaises(maploc.Error) as e:
             maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location="cuda:*->nowhere")
         self.assertEqual(e.exception.code, 403)
-        with self.assertRaises(TypeError):
-            maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location=lambda s, loc: s)
+        with self.assertRaises(TypeError):  # a callable must return a device or the storage it was given
+            maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location=lambda s, loc: 1.5)
         with self.assertRaises(ValueError):
             maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), host="nowhere")
 
@@ -66,7 +66,7 @@ class ModuleTest(unittest.TestCase):
             out = os.path.join(tmp, "cpu.pt")
             maploc.remap(fixture("checkpoints", "gpu_tagged.t113.pt"), out, "cuda:*->cpu")
             self.assertEqual({t.location for t in maploc.ls(out)}, {"cpu"})
-            tensors = maploc.load(out)  # no map_location needed any more
+            tensors = maploc.tensors(out)  # no map_location needed any more
             for w in manifest("gpu_tagged.t113.pt")["tensors"]:
                 self.assertEqual(tensors[w["name"]].sha256(), w["sha256"])
 
@@ -78,7 +78,7 @@ class ModuleTest(unittest.TestCase):
             pt = os.path.join(tmp, "model.pt")
             maploc.convert(st, pt, to="torch")
             for path in (st, pt):
-                tensors = maploc.load(path, map_location="cpu")
+                tensors = maploc.tensors(path, map_location="cpu")
                 for w in want:
                     self.assertEqual(tensors[w["name"]].sha256(), w["sha256"], path)
             with self.assertRaises(maploc.Error) as e:
@@ -98,9 +98,91 @@ class ModuleTest(unittest.TestCase):
                 maploc.load(fixture("malicious", entry["file"]), map_location="cpu")
             except maploc.Error:
                 pass
+            try:
+                maploc.tensors(fixture("malicious", entry["file"]), map_location="cpu")
+            except maploc.Error:
+                pass
             tried += 1
         self.assertGreater(tried, 3)
         self.assertFalse(os.path.exists(canary), "a payload ran")
+
+    def test_error_classes_and_code_names(self):
+        with self.assertRaises(maploc.Error) as e:
+            maploc.load("/nonexistent/model.pt")
+        self.assertEqual((e.exception.code, e.exception.code_name), (1, "kIoOpen"))
+        with tempfile.NamedTemporaryFile(suffix=".pt") as f:
+            f.write(b"<!DOCTYPE html><html><body>not a model</body></html>\n")
+            f.flush()
+            with self.assertRaises(maploc.NotACheckpointError) as e:
+                maploc.load(f.name)
+            self.assertEqual((e.exception.code, e.exception.code_name), (300, "kTorchNotCheckpoint"))
+        with self.assertRaises(maploc.Error) as e:
+            maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location="cuda:*->cuda:0")
+        self.assertIsInstance(e.exception, maploc.DeviceUnavailableError)
+        for cls in (maploc.NotACheckpointError, maploc.UnsafeContentError, maploc.LimitExceededError,
+                    maploc.DeviceUnavailableError, maploc.DLPackError):
+            self.assertTrue(issubclass(cls, maploc.Error))
+        self.assertTrue(issubclass(maploc.DLPackError, BufferError))
+
+    def test_load_returns_the_structure(self):
+        path = fixture("checkpoints", "nested_training.t2x.pt")
+        obj = maploc.load(path)
+        flat = maploc.tensors(path)
+        self.assertIsInstance(obj, dict)
+        seen = []
+
+        def walk(v):
+            if isinstance(v, maploc.Tensor):
+                seen.append(v)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+            elif isinstance(v, (list, tuple)):
+                for x in v:
+                    walk(x)
+        walk(obj)
+        self.assertTrue(seen)
+        self.assertEqual({t.name for t in seen} - set(flat), set())
+        for t in seen:
+            self.assertEqual(t.sha256(), flat[t.name].sha256())
+
+    def test_file_objects_and_callable_map_location(self):
+        path = fixture("checkpoints", "gpu_tagged.t113.pt")
+        want = {w["name"]: w["sha256"] for w in manifest("gpu_tagged.t113.pt")["tensors"]}
+        with open(path, "rb") as f:
+            tensors = maploc.tensors(f, map_location="cpu")
+        self.assertEqual({n: t.sha256() for n, t in tensors.items() if n in want}, want)
+        calls = []
+
+        def to_cpu(storage, location):
+            calls.append(location)
+            return storage
+        for map_location in (to_cpu, lambda s, loc: "cpu", lambda s, loc: s.cpu()):
+            for t in maploc.tensors(path, map_location=map_location).values():
+                self.assertEqual(t.device, "cpu")
+        self.assertTrue(calls)
+        self.assertTrue(all(isinstance(c, str) for c in calls))
+        with open(path, "rb") as f:
+            obj = maploc.load(f, map_location=to_cpu, weights_only=False, mmap=False)
+        self.assertIsInstance(obj, dict)
+
+    def test_dlpack_protocol_arguments(self):
+        tensors = maploc.tensors(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location="cpu")
+        t = next(iter(tensors.values()))
+        for kwargs in ({"copy": True}, {"dl_device": (2, 0)}):
+            with self.assertRaises(BufferError) as e:
+                t.__dlpack__(**kwargs)
+            self.assertIsInstance(e.exception, maploc.Error)
+            self.assertEqual(e.exception.code, 313)
+        for kwargs in ({}, {"max_version": (1, 0)}, {"max_version": (0, 8)}, {"copy": False},
+                       {"dl_device": (1, 0)}, {"stream": None}):
+            self.assertIn(type(t.__dlpack__(**kwargs)).__name__, ("PyCapsule",))
+
+    def test_public_names_have_docstrings(self):
+        for name in maploc.__all__:
+            self.assertTrue(getattr(maploc, name).__doc__, name)
+        here = os.path.dirname(maploc.__file__)
+        self.assertTrue(os.path.exists(os.path.join(here, "py.typed")))
 
 
 if __name__ == "__main__":

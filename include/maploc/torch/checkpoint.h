@@ -45,6 +45,15 @@ std::string_view byteorder_name(ByteOrder order) noexcept;
 /// is never referenced, ...). Never called for errors, which throw.
 using Diagnostics = std::function<void(std::string_view message)>;
 
+/// The tensor an object of the tree became (Checkpoint::object_tensors): a rebuild call node of
+/// root() (or constants_root()) by its identity (pickle::Value::identity()), or a Value::external
+/// handle (a bare storage, a tar tensor) by its value, with `node` null.
+struct ObjectTensor {
+  const void* node = nullptr;
+  std::uint64_t handle = 0;
+  std::size_t tensor = 0;  ///< index into Checkpoint::tensors(): the tensor named on the first path to it
+};
+
 /// How to open a checkpoint.
 struct Options {
   Limits limits{};
@@ -197,6 +206,12 @@ class Checkpoint {
   const std::vector<SetMember>& members() const noexcept;
   /// For kSet: the member holding storage `storage_index` (index into members()).
   std::size_t member_of_storage(std::size_t storage_index) const;
+
+  /// Every tensor-making object of root() and constants_root() the walk reached, with the tensor it
+  /// became, one entry per path (a tied weight appears once per name; the first is the first path),
+  /// in walk order. Lets a caller rebuild the object tree with its tensors (the C API's
+  /// maploc_checkpoint_object). Empty for kSafetensors, kSet and kDcp, which have no object tree.
+  const std::vector<ObjectTensor>& object_tensors() const noexcept;
 
   /// The storage index a Value::external handle of root() refers to.
   std::optional<std::size_t> storage_of_handle(std::uint64_t handle) const noexcept;

@@ -1,0 +1,131 @@
+"""maploc.torch - maploc.load returning torch.Tensors: a drop-in for torch.load(weights_only=True) that runs
+nothing from the file and also reads what weights_only=True refuses (legacy, tar, TorchScript archives).
+
+The only module of the package that imports torch. docs/python.md, "maploc.torch".
+"""
+import torch as _torch
+
+import maploc as _maploc
+from maploc import _capi
+
+__all__ = ["load"]
+
+_DTYPES = {name: getattr(_torch, name) for name in (
+    "float64", "float32", "float16", "bfloat16", "complex32", "complex64", "complex128", "int64", "int32",
+    "int16", "int8", "uint8", "uint16", "uint32", "uint64", "bool", "qint8", "quint8", "qint32", "quint4x2",
+    "float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2",
+    "bits8", "bits16") if isinstance(getattr(_torch, name, None), _torch.dtype)}
+
+
+def _torch_dtype(name):
+    dtype = _DTYPES.get(name)
+    if dtype is None:
+        raise _maploc.Error(313, f"maploc.torch: this torch ({_torch.__version__}) has no dtype {name}")
+    return dtype
+
+
+def _global_value(module, name):
+    """torch's dtypes (torch.float32 in an optimizer state, a config) as the dtype objects themselves."""
+    if module == "torch":
+        value = getattr(_torch, name, None)
+        if isinstance(value, _torch.dtype):
+            return value
+    return None
+
+
+def _call(callable_, args):
+    """The plain-data calls torch's weights-only unpickler also allows: torch.Size, torch.device."""
+    if callable_.module == "torch":
+        try:
+            if callable_.name == "Size" and len(args) == 1 and isinstance(args[0], (tuple, list)):
+                return _torch.Size(args[0])
+            if callable_.name == "device" and 1 <= len(args) <= 2 and all(isinstance(a, (str, int)) for a in args):
+                return _torch.device(*args)
+        except (TypeError, RuntimeError, ValueError):
+            return NotImplemented
+    return NotImplemented
+
+
+def _untyped(t):
+    if hasattr(t, "untyped_storage"):   # torch >= 2.0
+        return t.untyped_storage()
+    s = t.storage()                     # torch 1.13: a TypedStorage over the untyped one
+    for attribute in ("_untyped_storage", "_storage"):
+        if hasattr(s, attribute):
+            return getattr(s, attribute)
+    return s._untyped()
+
+
+class _Builder:
+    """torch.Tensors over one load: each storage exported once by DLPack (a 1-D uint8 tensor over its
+    placed bytes), each tensor a dtype view of it with the file's geometry, so tensors that share a storage
+    share one torch storage (same untyped_storage().data_ptr())."""
+
+    def __init__(self, loaded):
+        self.loaded = loaded
+        self.bases = {}
+
+    def base(self, storage, device):
+        b = self.bases.get(storage)
+        if b is None:
+            nbytes = self.loaded.storage_info(storage).nbytes
+            if nbytes == 0:
+                b = _torch.empty(0, dtype=_torch.uint8, device=device)
+            else:
+                b = _torch.utils.dlpack.from_dlpack(self.loaded.storage_dlpack(storage))
+            self.bases[storage] = b
+        return b
+
+    def tensor(self, index):
+        info = _maploc.Tensor(self.loaded, index)
+        if info.kind not in ("dense", "storage"):
+            raise _maploc.Error(313, f"maploc.torch: tensor '{info.name}' is {info.kind}, which maploc.torch "
+                                     "does not rebuild yet (maploc.load returns it as a maploc.Tensor, its "
+                                     "components as tensors of their own)")
+        dtype = _torch_dtype(info.dtype)
+        if info.device == "meta" or info.storage_index is None:
+            t = _torch.empty_strided(info.shape, info.stride or None, dtype=dtype, device="meta") \
+                if info.stride else _torch.empty(info.shape, dtype=dtype, device="meta")
+        else:
+            base = self.base(info.storage_index, info.device)
+            typed = base.view(dtype) if dtype != _torch.uint8 else base
+            if info.kind == "storage":
+                return _typed_storage(typed, dtype)
+            t = typed.as_strided(info.shape, info.stride, info.storage_offset)
+        if getattr(info, "conj", False):
+            t = t.conj()
+        if getattr(info, "neg", False):
+            t = _torch._neg_view(t)
+        if info.is_parameter:
+            return _torch.nn.Parameter(t, requires_grad=info.requires_grad)
+        if info.requires_grad:
+            t.requires_grad_(True)
+        return t
+
+
+def _typed_storage(typed, dtype):
+    """A bare storage of the file as torch.load returns it: a TypedStorage of its dtype."""
+    untyped = _untyped(typed)
+    try:
+        return _torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype, _internal=True)
+    except TypeError:
+        return _torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype)
+
+
+def load(f, map_location=None, *, weights_only=True, mmap=None, host="view", writable=True, populate=False):
+    """torch.load(f, map_location, weights_only=True) without running anything from the file: the same
+    nested structure (dict, OrderedDict with its _metadata, list, tuple, str, bytes, int, float, bool, None,
+    torch.Size, torch dtypes) with torch.Tensors, nn.Parameters and requires_grad as torch restores them.
+
+    CPU tensors are views of the file's pages (copy-on-write, mmap=True or None with host="view") or private
+    copies (mmap=False, host="copy"); CUDA tensors are placed by maploc's own pipeline (map_location) and
+    handed over by DLPack. Tensors that shared a storage share one torch storage. Arguments as maploc.load:
+    a path or a binary file object; map_location as a string, dict, torch.device or callable; weights_only
+    is accepted and changes nothing (objects torch would run code to rebuild come back as maploc.Object).
+    Raises maploc.Error (its subclasses by code) for what maploc refuses, and for sparse, nested and
+    quantized tensors (code 313), which maploc.torch does not rebuild yet.
+    """
+    del weights_only
+    checkpoint, loaded = _maploc._load(f, map_location, _maploc._host(host, mmap), writable, populate)
+    builder = _Builder(loaded)
+    return _maploc._tree_of(checkpoint, builder.tensor, _global_value, _call)

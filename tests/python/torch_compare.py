@@ -1,0 +1,304 @@
+"""torch_compare.py - maploc.torch.load against torch.load on every fixture and the real-world corpus.
+
+Usage: python3 torch_compare.py FIXTURES_DIR [REAL_FILES_DIR]
+
+For each checkpoint of FIXTURES_DIR/checkpoints/index.json (torch-written by fixtures/generate.py, in the
+repository) and each file under REAL_FILES_DIR (the real-world corpus cache, .cache/real/files, when present):
+torch.load(f, map_location="cpu", weights_only=True) and maploc.torch.load(f, map_location="cpu") must give
+the same structure: the same container types (dict, OrderedDict and its _metadata, list, tuple, set), the same
+keys in the same order, equal scalars of the same type, tensors of the same type (Parameter or not),
+requires_grad, dtype, shape, stride, storage offset and bytes, the same object where torch returns one object
+twice (cycles included), and the same storage sharing (two tensors share a storage in maploc's result exactly
+when they do in torch's).
+
+Where torch's weights_only=True refuses an in-repo fixture (a class of generate.py's, an nn.Module), the
+fixture is torch-written and in the repository, so torch.load(weights_only=False) is safe and is the
+reference (generate.py's classes have stand-ins below); maploc's inert maploc.Object is then compared by its
+BUILD state against the instance's __dict__. The real corpus is downloaded, so it is never loaded with
+weights_only=False: a file torch's weights_only=True refuses is a counted skip with torch's reason.
+Every skip is listed with its reason and counted; exit 1 on any difference, 77 (a ctest skip) when torch
+cannot be imported (a failure under MAPLOC_PYTHON_REQUIRED=1).
+"""
+import collections
+import json
+import math
+import os
+import sys
+import tempfile
+import warnings
+
+try:
+    import torch
+except ImportError as e:
+    if os.environ.get("MAPLOC_PYTHON_REQUIRED") == "1":
+        sys.exit(f"FAIL: torch cannot be imported ({e}) and MAPLOC_PYTHON_REQUIRED=1")
+    print(f"SKIP: torch cannot be imported here ({e})")
+    sys.exit(77)
+
+import maploc
+import maploc.torch
+
+warnings.filterwarnings("ignore")
+
+
+class TinyNet(torch.nn.Module):
+    """Stands in for generate.py's __main__.TinyNet (unpickling restores its __dict__)."""
+
+
+class SmallNet(torch.nn.Module):
+    """Stands in for generate.py's __main__.SmallNet."""
+
+
+class Block(torch.nn.Module):
+    """Stands in for generate.py's __main__.Block."""
+
+
+class Cfg:
+    """Stands in for generate.py's __main__.Cfg (cycle_class.*): attributes only."""
+
+
+class Tagged(torch.Tensor):
+    """Stands in for generate.py's __main__.Tagged (tensor_state.*)."""
+
+
+class Differ(Exception):
+    pass
+
+
+def storage_ptr(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr()
+
+
+def raw(t):
+    t = t.detach()
+    if t.is_quantized:
+        t = t.int_repr()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if hasattr(t, "is_neg") and t.is_neg():
+        t = t.resolve_neg()
+    c = t.contiguous().reshape(-1)
+    return c.view(torch.uint8) if c.element_size() > 0 and c.numel() else c
+
+
+class Comparer:
+    def __init__(self, weights_only, values=True):
+        self.weights_only = weights_only
+        self.values = values
+        self.pairs = {}         # id(torch's object) -> maploc's object
+        self.keep = []          # keeps compared objects alive, so ids are not reused
+        self.storages = {}      # torch storage data_ptr -> maploc storage data_ptr
+        self.storages_back = {}
+        self.tensors = 0
+        self.limits = collections.Counter()
+
+    def same(self, want, got, path):
+        if isinstance(want, (dict, list, tuple, set, frozenset, torch.Tensor)) or hasattr(want, "__dict__"):
+            if id(want) in self.pairs:
+                if self.pairs[id(want)] is not got:
+                    raise Differ(f"{path}: torch returns one object here and earlier; maploc two")
+                return
+            self.pairs[id(want)] = got
+            self.keep.append((want, got))
+        if isinstance(want, torch.Tensor):
+            return self.tensor(want, got, path)
+        if hasattr(torch, "storage") and isinstance(want, getattr(torch.storage, "TypedStorage", ())):
+            return self.typed_storage(want, got, path)
+        if isinstance(got, maploc.Object):
+            if self.weights_only:
+                raise Differ(f"{path}: maploc gives an inert {got.cls} where torch gives {type(want).__name__}")
+            state = got.state
+            if not isinstance(state, dict):   # numpy's ndarray: (version, shape, dtype, fortran, bytes)
+                self.limits[f"inert {got.cls} with a non-dict state, not compared (weights_only=False reference)"] += 1
+                return
+            self.limits["class instances compared by __dict__ (weights_only=False reference)"] += 1
+            attrs = dict(vars(want))
+            added = [k for k in attrs if k not in state]   # set by the class's __setstate__ (nn.Module in 2.x)
+            if added:
+                self.limits["attributes a class's __setstate__ adds, absent from the file's state"] += len(added)
+            return self.mapping({k: v for k, v in attrs.items() if k in state}, state, path)
+        if type(want) is not type(got) and not (isinstance(want, torch.Size) and type(got) is torch.Size):
+            raise Differ(f"{path}: torch gives {type(want).__name__}, maploc {type(got).__name__}")
+        if isinstance(want, dict):
+            self.mapping(want, got, path)
+            if hasattr(want, "_metadata") or hasattr(got, "_metadata"):
+                self.same(getattr(want, "_metadata", None), getattr(got, "_metadata", None), path + "._metadata")
+        elif isinstance(want, (list, tuple)):
+            if len(want) != len(got):
+                raise Differ(f"{path}: {len(want)} items in torch's, {len(got)} in maploc's")
+            for i, (w, g) in enumerate(zip(want, got)):
+                self.same(w, g, f"{path}[{i}]")
+        elif isinstance(want, float):
+            if not (want == got or (math.isnan(want) and math.isnan(got))):
+                raise Differ(f"{path}: {want!r} != {got!r}")
+        elif want != got:
+            raise Differ(f"{path}: {want!r} != {got!r}")
+
+    def mapping(self, want, got, path):
+        if list(want.keys()) != list(got.keys()):
+            raise Differ(f"{path}: keys differ: torch {list(want)[:8]}..., maploc {list(got)[:8]}...")
+        for k in want:
+            self.same(want[k], got[k], f"{path}[{k!r}]")
+
+    def typed_storage(self, want, got, path):
+        if type(got) is not type(want) or want.dtype != got.dtype or want.size() != got.size():
+            raise Differ(f"{path}: storage {type(want).__name__} {want.dtype} {want.size()} != "
+                         f"{type(got).__name__} {getattr(got, 'dtype', None)} {getattr(got, 'size', lambda: None)()}")
+        if want.tolist() != got.tolist():
+            raise Differ(f"{path}: storage values differ")
+        w, g = want.data_ptr(), got.data_ptr()
+        if want.size() and (self.storages.setdefault(w, g) != g or self.storages_back.setdefault(g, w) != w):
+            raise Differ(f"{path}: storage sharing differs from torch's")
+        self.tensors += 1
+
+    def tensor(self, want, got, path):
+        if not isinstance(got, torch.Tensor):
+            raise Differ(f"{path}: torch gives a tensor, maploc {type(got).__name__}")
+        wp, gp = isinstance(want, torch.nn.Parameter), isinstance(got, torch.nn.Parameter)
+        if wp != gp:
+            raise Differ(f"{path}: Parameter in torch's: {wp}, in maploc's: {gp}")
+        if type(want) not in (torch.Tensor, torch.nn.Parameter) and type(got) is not type(want):
+            self.limits[f"tensor subclass {type(want).__name__} returned as {type(got).__name__}"] += 1
+        for what in ("dtype", "shape", "requires_grad", "device"):
+            if getattr(want, what) != getattr(got, what):
+                raise Differ(f"{path}: {what} {getattr(want, what)} != {getattr(got, what)}")
+        if want.layout == torch.strided and want.device.type != "meta":
+            if want.stride() != got.stride() or want.storage_offset() != got.storage_offset():
+                raise Differ(f"{path}: stride/offset {want.stride()}/{want.storage_offset()} != "
+                             f"{got.stride()}/{got.storage_offset()}")
+            if self.values and not torch.equal(raw(want), raw(got)):
+                raise Differ(f"{path}: values differ")
+            w, g = storage_ptr(want), storage_ptr(got)
+            if want.numel():
+                if self.storages.setdefault(w, g) != g or self.storages_back.setdefault(g, w) != w:
+                    raise Differ(f"{path}: storage sharing differs from torch's")
+        self.tensors += 1
+
+
+def torch_load(path, weights_only):
+    if weights_only:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    return torch.load(path, map_location="cpu")  # torch 1.13's default, weights_only=False in 2.x needs it named
+
+
+def torch_load_unsafe(path):
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except TypeError:
+        return torch.load(path, map_location="cpu")
+
+
+def compare(path, in_repo, fmt, tally, skips, failures, manifest=None):
+    name = os.path.relpath(path)
+    if fmt == "torchscript":
+        skips.append((name, "TorchScript archive: torch.load hands it to torch.jit.load (a ScriptModule, runs "
+                            "TorchScript code); maploc returns data.pkl inertly"))
+        return
+    weights_only = True
+    try:
+        want = torch_load(path, True)
+    except Exception as e:  # torch's refusal or failure, with its reason
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        if not in_repo:
+            skips.append((name, f"torch.load(weights_only=True) refuses it ({reason}); downloaded, so never "
+                                "loaded with weights_only=False"))
+            return
+        try:
+            want = torch_load_unsafe(path)
+            weights_only = False
+        except Exception as e2:
+            skips.append((name, f"torch {torch.__version__} cannot read it ({type(e2).__name__}: "
+                                f"{str(e2).splitlines()[0][:160] if str(e2) else ''})"))
+            return
+    try:
+        got = maploc.torch.load(path, map_location="cpu")
+    except maploc.Error as e:
+        if e.code == 313 and "does not rebuild yet" in str(e):
+            skips.append((name, f"maploc.torch limit: {e}"))
+        else:
+            failures.append((name, f"maploc.torch.load raised {e.code_name}: {e}"))
+        return
+    # A big-endian file: torch < 2.1 has no byteorder record and reads its bytes unswapped, so there
+    # torch's values are wrong; maploc's are checked against the manifest's (torch 2.x's) hashes instead.
+    big = manifest is not None and manifest.get("byteorder") == "big" and \
+        tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 1)
+    if big:
+        hashes = {t["name"]: t["sha256"] for t in manifest["tensors"]}
+        flat = maploc.tensors(path, map_location="cpu")
+        bad = [n for n, h in hashes.items() if flat[n].sha256() != h]
+        if bad:
+            failures.append((name, f"values differ from the manifest: {bad[:5]}"))
+            return
+        tally[f"big-endian files: values against the manifest (torch {torch.__version__} does not swap)"] += 1
+    c = Comparer(weights_only, values=not big)
+    try:
+        c.same(want, got, "")
+    except Differ as e:
+        failures.append((name, str(e)))
+        return
+    tally["files"] += 1
+    tally["weights_only" if weights_only else "weights_only=False (in-repo, torch-written)"] += 1
+    tally["tensors"] += c.tensors
+    for k, v in c.limits.items():
+        tally[k] += v
+
+
+def collision_check(failures):
+    """maploc.tensors raises on two tensors with one name; maploc.load keeps both."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "collide.pt")
+        torch.save({1: torch.zeros(2), "1": torch.ones(3)}, path)
+        try:
+            maploc.tensors(path)
+            failures.append(("collide.pt", "maploc.tensors did not raise on two tensors named '1'"))
+        except maploc.Error as e:
+            if e.code != 4:
+                failures.append(("collide.pt", f"maploc.tensors raised code {e.code}"))
+        obj = maploc.torch.load(path)
+        if list(obj) != [1, "1"] or obj[1].shape != (2,) or obj["1"].shape != (3,):
+            failures.append(("collide.pt", f"maploc.torch.load gave {obj}"))
+        with open(path, "rb") as f:   # a file object as well
+            if list(maploc.torch.load(f)) != [1, "1"]:
+                failures.append(("collide.pt", "maploc.torch.load of a file object differs"))
+
+
+def main():
+    fixtures = sys.argv[1]
+    real = sys.argv[2] if len(sys.argv) > 2 else None
+    sys.modules["__main__"].__dict__.update(TinyNet=TinyNet, SmallNet=SmallNet, Block=Block, Cfg=Cfg, Tagged=Tagged)
+    tally, skips, failures = collections.Counter(), [], []
+    with open(os.path.join(fixtures, "checkpoints", "index.json")) as f:
+        index = json.load(f)
+    for entry in index:
+        with open(os.path.join(fixtures, "checkpoints", entry["manifest"])) as f:
+            manifest = json.load(f)
+        compare(os.path.join(fixtures, "checkpoints", entry["file"]), True, entry.get("format"), tally, skips,
+                failures, manifest)
+    checked_real = 0
+    if real and os.path.isdir(real):
+        for root, _, files in sorted(os.walk(real)):
+            for f in sorted(files):
+                if f.endswith((".pt", ".pth", ".ckpt", ".bin", ".tar")):
+                    checked_real += 1
+                    compare(os.path.join(root, f), False, None, tally, skips, failures)
+    else:
+        skips.append((str(real), "no real-world corpus cache here (fixtures/real/fetch.py fills it)"))
+    collision_check(failures)
+    print(f"torch {torch.__version__}: {tally['files']} files equal ({tally['weights_only']} against "
+          f"weights_only=True, {tally['weights_only=False (in-repo, torch-written)']} against weights_only=False), "
+          f"{tally['tensors']} tensors compared; {len(index)} fixtures, {checked_real} real-corpus files")
+    for k, v in sorted(tally.items()):
+        if k not in ("files", "tensors", "weights_only", "weights_only=False (in-repo, torch-written)"):
+            print(f"  limit: {k}: {v}")
+    print(f"{len(skips)} skipped:")
+    for name, why in skips:
+        print(f"  SKIP {name}: {why}")
+    for name, why in failures:
+        print(f"  FAIL {name}: {why}")
+    print(f"{len(failures)} differ")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
