@@ -24,6 +24,16 @@ def _torch_dtype(name):
     return dtype
 
 
+# Sparse layouts: their components' roles in order, and the factory taking them (then size=).
+_SPARSE = {
+    "sparse_coo": (("indices", "values"), "sparse_coo_tensor"),
+    "sparse_csr": (("crow_indices", "col_indices", "values"), "sparse_csr_tensor"),
+    "sparse_csc": (("ccol_indices", "row_indices", "values"), "sparse_csc_tensor"),
+    "sparse_bsr": (("crow_indices", "col_indices", "values"), "sparse_bsr_tensor"),
+    "sparse_bsc": (("ccol_indices", "row_indices", "values"), "sparse_bsc_tensor"),
+}
+
+
 def _global_value(module, name):
     """torch's dtypes (torch.float32 in an optimizer state, a config) as the dtype objects themselves."""
     if module == "torch":
@@ -76,8 +86,28 @@ class _Builder:
             self.bases[storage] = b
         return b
 
+    def sparse(self, index, info):
+        """A sparse tensor from its components, which follow it in the tensor list (docs/torch.md)."""
+        roles, make = _SPARSE[info.kind]
+        parts = []
+        for k, role in enumerate(roles):
+            part = _maploc.Tensor(self.loaded, index + 1 + k)
+            if part.name != f"{info.name}.{role}" or part.kind != "dense":
+                raise _maploc.Error(313, f"maploc.torch: sparse tensor '{info.name}' has no component {role}")
+            parts.append(self.tensor(index + 1 + k))
+        factory = getattr(_torch, make, None)
+        if factory is None:
+            raise _maploc.Error(313, f"maploc.torch: tensor '{info.name}' is {info.kind}, which this torch "
+                                     f"({_torch.__version__}) cannot build (no torch.{make})")
+        t = factory(*parts, size=info.shape, dtype=_torch_dtype(info.dtype))
+        if info.requires_grad:
+            t.requires_grad_(True)
+        return t
+
     def tensor(self, index):
         info = _maploc.Tensor(self.loaded, index)
+        if info.kind in _SPARSE:
+            return self.sparse(index, info)
         if info.kind not in ("dense", "storage"):
             raise _maploc.Error(313, f"maploc.torch: tensor '{info.name}' is {info.kind}, which maploc.torch "
                                      "does not rebuild yet (maploc.load returns it as a maploc.Tensor, its "
@@ -123,7 +153,8 @@ def load(f, map_location=None, *, weights_only=True, mmap=None, host="view", wri
     a path or a binary file object; map_location as a string, dict, torch.device or callable; weights_only
     is accepted and changes nothing (objects torch would run code to rebuild come back as maploc.Object).
     Raises maploc.Error (its subclasses by code) for what maploc refuses, and for sparse, nested and
-    quantized tensors (code 313), which maploc.torch does not rebuild yet.
+    quantized tensors and wrapper subclasses (code 313), which maploc.torch does not rebuild yet; sparse
+    tensors are rebuilt from their components (a COO tensor's coalesced flag is not restored).
     """
     del weights_only
     checkpoint, loaded = _maploc._load(f, map_location, _maploc._host(host, mmap), writable, populate)

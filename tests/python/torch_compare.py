@@ -163,7 +163,13 @@ class Comparer:
         for what in ("dtype", "shape", "requires_grad", "device"):
             if getattr(want, what) != getattr(got, what):
                 raise Differ(f"{path}: {what} {getattr(want, what)} != {getattr(got, what)}")
-        if want.layout == torch.strided and want.device.type != "meta":
+        if want.layout != got.layout:
+            raise Differ(f"{path}: layout {want.layout} != {got.layout}")
+        if want.layout != torch.strided:
+            if not torch.equal(want.to_dense(), got.to_dense()):
+                raise Differ(f"{path}: values differ")
+            self.limits["sparse tensors compared by their dense values (coalesced flag not restored)"] += 1
+        elif want.device.type != "meta":
             if want.stride() != got.stride() or want.storage_offset() != got.storage_offset():
                 raise Differ(f"{path}: stride/offset {want.stride()}/{want.storage_offset()} != "
                              f"{got.stride()}/{got.storage_offset()}")
