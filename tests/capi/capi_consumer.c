@@ -2,6 +2,8 @@
  * checkpoint and the loaded handle, then read every exported tensor (their storages must still be alive:
  * run under ASan in the sanitizer build). Prints "tensor NAME SHA256" (values walked row-major through
  * the DLPack strides) or "refused NAME CODE"; check_capi.cmake compares them with torch's manifest.
+ * Also the object tree (maploc_checkpoint_object: walked to its end, tensor indices and back-references in
+ * range, the same from maploc_open_memory), storages by DLPack and error code names.
  * Usage: maploc_capi_consumer CHECKPOINT view|copy */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <maploc/maploc_c.h>
@@ -73,6 +75,96 @@ static void check_errors(const char* path) {
   maploc_dlpack_free(NULL);
 }
 
+/* Walks one value of the object tree (docs/capi.md), returns the position after it. */
+static size_t tree_value(const uint8_t* b, size_t size, size_t at, size_t tensors, uint32_t* ids) {
+  uint8_t tag;
+  uint32_t n, i;
+  CHECK(at < size);
+  tag = b[at++];
+  if (tag & 0x80) ++*ids;
+  tag &= 0x7F;
+#define U32(x)                \
+  do {                        \
+    CHECK(at + 4 <= size);    \
+    memcpy(&(x), b + at, 4);  \
+    at += 4;                  \
+  } while (0)
+  switch (tag) {
+    case 'N': case 'T': case 'F': return at;
+    case 'i': case 'f': CHECK(at + 8 <= size); return at + 8;
+    case 'I': case 's': case 'b': case 'a': U32(n); CHECK(at + n <= size); return at + n;
+    case 'X': U32(n); CHECK(n < tensors); return at;
+    case 'R': U32(n); CHECK(n < *ids); return at;
+    case 'G': U32(n); at += n; U32(n); CHECK(at + n <= size); return at + n;
+    case 'P': return tree_value(b, size, at, tensors, ids);
+    case 't': case 'l': case 'S': case 'Z':
+      U32(n);
+      for (i = 0; i < n; ++i) at = tree_value(b, size, at, tensors, ids);
+      return at;
+    case 'd':
+      U32(n);
+      for (i = 0; i < 2 * n; ++i) at = tree_value(b, size, at, tensors, ids);
+      return at;
+    case 'C':
+      CHECK(at < size && b[at] <= 4);
+      ++at;
+      for (i = 0; i < 3; ++i) at = tree_value(b, size, at, tensors, ids); /* callable, args, kwargs */
+      U32(n);
+      for (i = 0; i < n; ++i) at = tree_value(b, size, at, tensors, ids);
+      U32(n);
+      for (i = 0; i < 2 * n; ++i) at = tree_value(b, size, at, tensors, ids);
+      U32(n);
+      for (i = 0; i < n; ++i) at = tree_value(b, size, at, tensors, ids);
+      return at;
+    default: CHECK(!"an unknown tag in the object tree"); return size;
+  }
+#undef U32
+}
+
+static void check_object_tree(const char* path) {
+  maploc_checkpoint *c = NULL, *m = NULL, *bad = NULL;
+  maploc_loaded* l = NULL;
+  uint8_t *tree = NULL, *tree_m = NULL;
+  size_t size = 0, size_m = 0, i, file_size;
+  uint32_t ids = 0;
+  char* bytes;
+  FILE* f = fopen(path, "rb");
+  CHECK(f != NULL && fseek(f, 0, SEEK_END) == 0);
+  file_size = (size_t)ftell(f);
+  bytes = malloc(file_size + 1);
+  CHECK(bytes != NULL && fseek(f, 0, SEEK_SET) == 0 && fread(bytes, 1, file_size, f) == file_size);
+  fclose(f);
+  CHECK(maploc_open(path, &c) == MAPLOC_OK);
+  CHECK(maploc_checkpoint_object(c, &tree, &size) == MAPLOC_OK && tree != NULL && size > 0);
+  CHECK(tree_value(tree, size, 0, maploc_checkpoint_tensor_count(c), &ids) == size);
+  CHECK(maploc_open_memory(bytes, file_size, path, &m) == MAPLOC_OK);
+  free(bytes); /* the checkpoint keeps its own copy */
+  CHECK(maploc_checkpoint_object(m, &tree_m, &size_m) == MAPLOC_OK);
+  CHECK(size_m == size && memcmp(tree, tree_m, size) == 0);
+  maploc_buffer_free(tree);
+  maploc_buffer_free(tree_m);
+  CHECK(maploc_open_memory("not a checkpoint", 16, NULL, &bad) == 300 && bad == NULL);
+  CHECK(strcmp(maploc_error_code_name(300), "kTorchNotCheckpoint") == 0);
+  CHECK(strcmp(maploc_error_code_name(MAPLOC_E_INTERNAL), "kInternal") == 0);
+  CHECK(maploc_load(m, NULL, &l) == MAPLOC_OK || maploc_last_error_code() / 100 == 4); /* cuda tags: no GPU */
+  maploc_checkpoint_free(m);
+  maploc_checkpoint_free(c);
+  if (l == NULL) return;
+  for (i = 0; i < maploc_loaded_storage_count(l); ++i) {
+    maploc_storage_info s;
+    DLManagedTensor* t = NULL;
+    CHECK(maploc_loaded_storage(l, i, &s) == MAPLOC_OK);
+    if (strcmp(s.device, "cpu") != 0) continue;
+    CHECK(maploc_loaded_storage_dlpack(l, i, &t) == MAPLOC_OK && t != NULL);
+    CHECK(t->dl_tensor.ndim == 1 && t->dl_tensor.shape[0] == (int64_t)s.nbytes && t->dl_tensor.strides != NULL &&
+          t->dl_tensor.strides[0] == 1 && t->dl_tensor.dtype.code == kDLUInt && t->dl_tensor.dtype.bits == 8);
+    CHECK(t->dl_tensor.data == s.data);
+    maploc_dlpack_free(t);
+  }
+  CHECK(maploc_loaded_storage_dlpack(l, maploc_loaded_storage_count(l), NULL) == MAPLOC_E_INVALID_ARGUMENT);
+  maploc_loaded_free(l);
+}
+
 int main(int argc, char** argv) {
   maploc_checkpoint* c = NULL;
   maploc_plan* plan = NULL;
@@ -86,6 +178,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   check_errors(argv[1]);
+  check_object_tree(argv[1]);
   CHECK(maploc_open(argv[1], &c) == MAPLOC_OK);
   n = maploc_checkpoint_tensor_count(c);
   printf("maploc %s: %s, %zu tensors, %zu storages\n", maploc_version(), maploc_checkpoint_format(c), n,
