@@ -1,6 +1,7 @@
 // url.cpp - which texts are URLs, how messages show them, and where s3:// requests go.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "maploc/error.h"
@@ -38,6 +39,38 @@ std::string encode_key(std::string_view key) {
   return out;
 }
 
+std::string trimmed(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// The profile's keys of the shared credentials file ($AWS_SHARED_CREDENTIALS_FILE, else
+// ~/.aws/credentials; profile $AWS_PROFILE, else "default"), for what the environment leaves unset.
+void read_credentials_file(Target& t) {
+  std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
+  if (file.empty() && !env("HOME").empty()) file = env("HOME") + "/.aws/credentials";
+  std::ifstream in(file);
+  if (!in) return;
+  std::string profile = env("AWS_PROFILE");
+  if (profile.empty()) profile = "default";
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    line = trimmed(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      inside = trimmed(line.substr(1, line.size() - 2)) == profile;
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (!inside || eq == std::string::npos) continue;
+    const std::string key = trimmed(line.substr(0, eq)), value = trimmed(line.substr(eq + 1));
+    if (key == "aws_access_key_id") t.access_key = value;
+    if (key == "aws_secret_access_key") t.secret_key = value;
+    if (key == "aws_session_token") t.session_token = value;
+  }
+}
+
 Target resolve_s3(const std::string& url, const std::string& shown) {
   const std::string rest = url.substr(5);
   const auto slash = rest.find('/');
@@ -63,6 +96,7 @@ Target resolve_s3(const std::string& url, const std::string& shown) {
   t.access_key = env("AWS_ACCESS_KEY_ID");
   t.secret_key = env("AWS_SECRET_ACCESS_KEY");
   t.session_token = env("AWS_SESSION_TOKEN");
+  if (t.access_key.empty() && t.secret_key.empty()) read_credentials_file(t);
   if (!t.access_key.empty() || !t.secret_key.empty()) {
     if (t.access_key.empty() || t.secret_key.empty()) {
       bad_url(shown, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together to sign s3 requests");

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -179,6 +180,24 @@ TEST_CASE("s3:// URLs are signed with SigV4 and read path-style from the endpoin
   CHECK(r.exit_code == 0);
   CHECK(r.out.find(secret) == std::string::npos);
   CHECK(r.out.find(token) == std::string::npos);
+  // The same keys from a shared credentials file (profile "maploc") when the environment has none.
+  const auto creds = std::filesystem::temp_directory_path() / ("maploc-remote-creds-" + std::to_string(::getpid()));
+  {
+    std::ofstream out(creds);
+    out << "[default]\naws_access_key_id = WRONG\naws_secret_access_key = WRONG\n\n[maploc]\naws_access_key_id = "
+        << key_id << "\naws_secret_access_key = " << secret << "\naws_session_token = " << token << "\n";
+  }
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  ::unsetenv("AWS_SESSION_TOKEN");
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE", creds.c_str(), 1);
+  ::setenv("AWS_PROFILE", "maploc", 1);
+  CHECK(torch::Checkpoint::open("s3://bucket/" + f, quick()).tensors().size() == c.tensors().size());
+  ::unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+  ::unsetenv("AWS_PROFILE");
+  std::filesystem::remove(creds);
+  ::setenv("AWS_ACCESS_KEY_ID", key_id.c_str(), 1);
+  ::setenv("AWS_SESSION_TOKEN", token.c_str(), 1);
   // A wrong secret: the server refuses the signature; the message names neither secret.
   ::setenv("AWS_SECRET_ACCESS_KEY", "wrongSECRETvalue", 1);
   const auto [code, what] = raised([&] { (void)torch::Checkpoint::open("s3://bucket/" + f, quick(0)); });
