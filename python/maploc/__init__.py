@@ -11,8 +11,11 @@ torch is needed to import it.
 Each maploc.Tensor goes to numpy.from_dlpack, torch.from_dlpack, cupy.from_dlpack, ... without a copy.
 docs/python.md.
 """
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import IO, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from maploc import _capi, _tree
 from maploc._capi import (DeviceUnavailableError, DLPackError, Error, LimitExceededError, NotACheckpointError,
@@ -23,11 +26,16 @@ __all__ = ["Error", "NotACheckpointError", "UnsafeContentError", "LimitExceededE
            "DLPackError", "Tensor", "TensorInfo", "Global", "Object", "PersistentId", "ls", "load", "tensors",
            "remap", "convert", "version"]
 
+#: What load(), tensors() and ls() accept as a file: a path or a binary file object.
+FileLike = Union[str, bytes, "os.PathLike[str]", IO[bytes]]
+#: torch.load's map_location: a device or SPEC string, {tag: device}, a torch.device, or a callable.
+MapLocation = Union[None, str, Dict[str, Any], Callable[[Any, str], Any], Any]
+
 _HOST = {"view": 0, "copy": 1, "pinned": 2}
 _KDLCPU, _KDLCUDA, _KDLCUDAHOST = 1, 2, 3
 
 
-def version():
+def version() -> str:
     """maploc's version ("0.1.0")."""
     return _capi.text(_capi.lib.maploc_version())
 
@@ -183,7 +191,7 @@ class Tensor:
         self._storage = info.storage
 
     @property
-    def storage_index(self):
+    def storage_index(self) -> Optional[int]:
         """Index of the storage it views (tensors sharing one share their bytes), None for storage-less kinds."""
         return None if self._storage < 0 else self._storage
 
@@ -196,13 +204,13 @@ class Tensor:
             return (_KDLCUDAHOST, 0)
         return (_KDLCPU, 0)
 
-    def sha256(self):
+    def sha256(self) -> str:
         """SHA-256 of the values in row-major order (as the fixture manifests and `maploc ls --hash`)."""
         out = ctypes.create_string_buffer(65)
         _capi.check(_capi.lib.maploc_loaded_tensor_sha256(self._loaded.handle, self._index, out))
         return out.value.decode()
 
-    def numpy(self):
+    def numpy(self) -> Any:
         """The tensor as a numpy array over the same memory (CPU tensors; numpy must be installed).
         bool arrives as numpy.bool_ even where DLPack < 0.8 carries it as uint8."""
         import numpy
@@ -211,14 +219,15 @@ class Tensor:
             array = array.view(numpy.bool_)
         return array
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Tuple[int, int]:
         """(device type, device id) as DLPack numbers: (1, 0) CPU, (2, N) cuda:N, (3, 0) pinned host memory."""
         pair = self._device_pair()
         if pair is None:
             raise DLPackError(313, f"tensor '{self.name}' is on {self.device}, which holds no bytes")
         return pair
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
         """A DLPack capsule of the tensor, zero-copy (the array API standard's protocol).
 
         max_version >= (1, 0) gives a "dltensor_versioned" capsule where libmaploc.so was built with a
@@ -325,7 +334,7 @@ def _load(f, map_location, host, writable, populate):
     return checkpoint, _Loaded(checkpoint, options)
 
 
-def ls(f):
+def ls(f: FileLike) -> List[TensorInfo]:
     """The tensors of a checkpoint (any format maploc reads; a path or a binary file object), read without
     running anything: a list of TensorInfo in walk order."""
     checkpoint = _Checkpoint(f)
@@ -349,7 +358,8 @@ def _tree_of(checkpoint, make_tensor, global_value=None, call=None):
         sys.setrecursionlimit(limit)
 
 
-def load(f, map_location=None, *, weights_only=True, mmap=None, host="view", writable=True, populate=False):
+def load(f: FileLike, map_location: MapLocation = None, *, weights_only: bool = True, mmap: Optional[bool] = None,
+         host: str = "view", writable: bool = True, populate: bool = False) -> Any:
     """Loads a checkpoint the safe way: the object torch.load(f, weights_only=True) returns, with
     maploc.Tensor objects for its tensors (use maploc.torch.load for torch.Tensors).
 
@@ -374,7 +384,8 @@ def load(f, map_location=None, *, weights_only=True, mmap=None, host="view", wri
     return _tree_of(checkpoint, lambda i: Tensor(loaded, i))
 
 
-def tensors(f, map_location=None, *, mmap=None, host="view", writable=True, populate=False):
+def tensors(f: FileLike, map_location: MapLocation = None, *, mmap: Optional[bool] = None, host: str = "view",
+            writable: bool = True, populate: bool = False) -> Dict[str, "Tensor"]:
     """Every tensor of a checkpoint as a flat {dotted name: Tensor} in walk order (components of sparse
     and nested tensors included under their own names). Two tensors with one name (keys 1 and "1",
     "a.b" and a nested "a"/"b") raise maploc.Error (code 4): nothing is silently overwritten.
@@ -390,11 +401,11 @@ def tensors(f, map_location=None, *, mmap=None, host="view", writable=True, popu
     return out
 
 
-def remap(src, dst, map_location):
+def remap(src: Union[str, "os.PathLike[str]"], dst: Union[str, "os.PathLike[str]"], map_location: MapLocation) -> None:
     """Writes src as a torch.save archive at dst with its storages' location tags rewritten by the SPEC."""
     _capi.check(_capi.lib.maploc_remap(_capi.path_bytes(src), _capi.path_bytes(dst), _spec(map_location).encode()))
 
 
-def convert(src, dst, to="safetensors"):
+def convert(src: Union[str, "os.PathLike[str]"], dst: Union[str, "os.PathLike[str]"], to: str = "safetensors") -> None:
     """Writes src (any format maploc reads) as `to`: "safetensors" or "torch" (a torch.save archive)."""
     _capi.check(_capi.lib.maploc_convert(_capi.path_bytes(src), _capi.path_bytes(dst), to.encode()))

@@ -3,6 +3,10 @@ nothing from the file and also reads what weights_only=True refuses (legacy, tar
 
 The only module of the package that imports torch. docs/python.md, "maploc.torch".
 """
+from __future__ import annotations
+
+from typing import Any, Optional
+
 import torch as _torch
 
 import maploc as _maploc
@@ -142,7 +146,8 @@ def _typed_storage(typed, dtype):
         return _torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype)
 
 
-def load(f, map_location=None, *, weights_only=True, mmap=None, host="view", writable=True, populate=False):
+def load(f: _maploc.FileLike, map_location: _maploc.MapLocation = None, *, weights_only: bool = True,
+         mmap: Optional[bool] = None, host: str = "view", writable: bool = True, populate: bool = False) -> Any:
     """torch.load(f, map_location, weights_only=True) without running anything from the file: the same
     nested structure (dict, OrderedDict with its _metadata, list, tuple, str, bytes, int, float, bool, None,
     torch.Size, torch dtypes) with torch.Tensors, nn.Parameters and requires_grad as torch restores them.
