@@ -3,6 +3,7 @@
 #include <iostream>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -317,7 +318,13 @@ int cmd_ls(const Args& args) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc ls FILE [--json [--hash]] [--records]");
   }
   if (args.has("records")) {
-    const auto archive = zip::Archive::open(args.positional[0], limits_of(args));
+    // A URL: the zip structure comes with opening the checkpoint (docs/remote.md).
+    std::optional<torch::Checkpoint> remote;
+    if (remote::is_url(args.positional[0])) remote.emplace(torch::Checkpoint::open(args.positional[0], open_options(args)));
+    if (remote && remote->archive() == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "--records: '" + remote->path() + "' is not a zip archive");
+    }
+    const auto archive = remote ? *remote->archive() : zip::Archive::open(args.positional[0], limits_of(args));
     if (args.has("json")) {
       print_records_json(archive);
     } else {

@@ -210,7 +210,7 @@ TEST_CASE("s3:// URLs are signed with SigV4 and read path-style from the endpoin
   }
 }
 
-TEST_CASE("the CLI reads URLs: ls, plan, load, verify and convert", "[remote]") {
+TEST_CASE("the CLI reads URLs in ls (with --records), plan, load, verify and convert", "[remote]") {
   const std::string f = "checkpoints/gpu_tagged.t113.pt";
   const std::string url = server().url("ok", f);
   const std::string cli = std::string("'") + MAPLOC_CLI + "' ";
@@ -218,6 +218,9 @@ TEST_CASE("the CLI reads URLs: ls, plan, load, verify and convert", "[remote]") 
   CHECK(ls.exit_code == 0);
   CHECK(ls.out.find("\"bytes_read\"") != std::string::npos);
   CHECK(test::run_shell(cli + "plan '" + url + "' --map-location 'cuda:*->cpu'").exit_code == 0);
+  const auto records = test::run_shell(cli + "ls --records --json '" + url + "'");
+  CHECK(records.exit_code == 0);
+  CHECK(records.out.find("/data.pkl") != std::string::npos);
   const auto remote_load = test::run_shell(cli + "load --hash '" + url + "' --map-location 'cuda:*->cpu'");
   const auto local_load = test::run_shell(cli + "load --hash '" + kFixtures + "/" + f + "' --map-location 'cuda:*->cpu'");
   CHECK(remote_load.exit_code == 0);
