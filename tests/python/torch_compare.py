@@ -269,6 +269,26 @@ def collision_check(failures):
                 failures.append(("collide.pt", "maploc.torch.load of a file object differs"))
 
 
+def roundtrip_check(tally, failures):
+    """Values torch.save writes that the fixtures lack: a cycle through a tuple, a dict holding itself, sets,
+    an int beyond 64 bits, complex, bytearray, a dtype, a torch.Size, protocols 2 and 4."""
+    cycle = []
+    t = (cycle, torch.ones(2))
+    cycle.append(t)
+    d = {"t": t, "l": cycle, "s": {1, 2}, "fs": frozenset([3]), "b": b"xy", "big": 2 ** 80, "neg": -5,
+         "f": float("nan"), "c": 1 + 2j, "ba": bytearray(b"q"), "dt": torch.float16, "sz": torch.Size([2, 3])}
+    d["self"] = d
+    with tempfile.TemporaryDirectory() as tmp:
+        for protocol in (2, 4):
+            path = os.path.join(tmp, f"values_p{protocol}.pt")
+            torch.save(d, path, pickle_protocol=protocol)
+            try:
+                Comparer(False).same(torch_load_unsafe(path), maploc.torch.load(path), "")  # our own file
+                tally["checked too: files this test writes (a cycle through a tuple, sets, big ints, ...)"] += 1
+            except (Differ, maploc.Error) as e:
+                failures.append((os.path.basename(path), str(e)))
+
+
 def main():
     fixtures = sys.argv[1]
     real = sys.argv[2] if len(sys.argv) > 2 else None
@@ -291,12 +311,13 @@ def main():
     else:
         skips.append((str(real), "no real-world corpus cache here (fixtures/real/fetch.py fills it)"))
     collision_check(failures)
+    roundtrip_check(tally, failures)
     print(f"torch {torch.__version__}: {tally['files']} files equal ({tally['weights_only']} against "
           f"weights_only=True, {tally['weights_only=False (in-repo, torch-written)']} against weights_only=False), "
           f"{tally['tensors']} tensors compared; {len(index)} fixtures, {checked_real} real-corpus files")
     for k, v in sorted(tally.items()):
         if k not in ("files", "tensors", "weights_only", "weights_only=False (in-repo, torch-written)"):
-            print(f"  limit: {k}: {v}")
+            print(f"  {'' if k.startswith('checked') else 'limit: '}{k}: {v}")
     print(f"{len(skips)} skipped:")
     for name, why in skips:
         print(f"  SKIP {name}: {why}")
