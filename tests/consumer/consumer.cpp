@@ -67,8 +67,7 @@ int main(int argc, char** argv) {
     // torch/checkpoint.h, tensor.h, storage.h, dtype.h; remap/map_location.h, device.h, plan.h, loaded.h, progress.h
     maploc::torch::Options open_options;
     open_options.limits = maploc::Limits{};
-    open_options.remote.parallel = 4;  // remote/object.h: how a URL source would be read
-    if (maploc::remote::is_url(path.string())) std::printf("reading %s\n", maploc::remote::display_url(path.string()).c_str());
+    open_options.remote.parallel = 4;  // remote/object.h: how a URL source (http, https, s3) is read
     const auto checkpoint = maploc::torch::Checkpoint::open(path, open_options);
     const maploc::torch::Storage& first = checkpoint.storages().at(0);
     std::printf("open: %s, %zu tensors, storage 0 is %s on '%s'\n",
