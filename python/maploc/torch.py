@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import ctypes as _ctypes
+
 import torch as _torch
 
 import maploc as _maploc
@@ -78,17 +80,39 @@ class _Builder:
     def __init__(self, loaded):
         self.loaded = loaded
         self.bases = {}
+        self.raw = _capi.TensorInfo()
+        self.raw_ref = _ctypes.byref(self.raw)
 
-    def base(self, storage, device):
+    def base(self, storage, device, numel):
         b = self.bases.get(storage)
         if b is None:
-            nbytes = self.loaded.storage_info(storage).nbytes
-            if nbytes == 0:
+            # A storage of no bytes has no data pointer to export; only an empty tensor can view it.
+            if numel == 0 and self.loaded.storage_info(storage).nbytes == 0:
                 b = _torch.empty(0, dtype=_torch.uint8, device=device)
             else:
                 b = _torch.utils.dlpack.from_dlpack(self.loaded.storage_dlpack(storage))
             self.bases[storage] = b
         return b
+
+    def info(self, index):
+        """Tensor `index`'s description, read straight from the C struct (one ctypes call, few decodes)."""
+        raw = self.raw
+        _capi.check(_capi.lib.maploc_loaded_tensor(self.loaded.handle, index, self.raw_ref))
+        i = _Info()
+        i.kind = _text(raw.kind)
+        i.dtype = _text(raw.dtype)
+        n = raw.ndim
+        i.shape = tuple(raw.shape[:n]) if n else ()
+        i.stride = tuple(raw.stride[:n]) if n and raw.stride else ()
+        i.storage_offset = raw.storage_offset
+        i.storage_index = None if raw.storage < 0 else raw.storage
+        i.requires_grad = bool(raw.requires_grad)
+        i.is_parameter = bool(raw.parameter)
+        i.conj, i.neg = bool(raw.conj), bool(raw.neg)
+        i.device = _text(raw.device)
+        i.index = index
+        i.loaded = self.loaded
+        return i
 
     def sparse(self, index, info):
         """A sparse tensor from its components, which follow it in the tensor list (docs/torch.md)."""
@@ -109,7 +133,7 @@ class _Builder:
         return t
 
     def tensor(self, index):
-        info = _maploc.Tensor(self.loaded, index)
+        info = self.info(index)
         if info.kind in _SPARSE:
             return self.sparse(index, info)
         if info.kind not in ("dense", "storage"):
@@ -121,20 +145,44 @@ class _Builder:
             t = _torch.empty_strided(info.shape, info.stride or None, dtype=dtype, device="meta") \
                 if info.stride else _torch.empty(info.shape, dtype=dtype, device="meta")
         else:
-            base = self.base(info.storage_index, info.device)
+            numel = 1
+            for size in info.shape:
+                numel *= size
+            base = self.base(info.storage_index, info.device, numel)
             typed = base.view(dtype) if dtype != _torch.uint8 else base
             if info.kind == "storage":
                 return _typed_storage(typed, dtype)
             t = typed.as_strided(info.shape, info.stride, info.storage_offset)
-        if getattr(info, "conj", False):
+        if info.conj:
             t = t.conj()
-        if getattr(info, "neg", False):
+        if info.neg:
             t = _torch._neg_view(t)
         if info.is_parameter:
             return _torch.nn.Parameter(t, requires_grad=info.requires_grad)
         if info.requires_grad:
             t.requires_grad_(True)
         return t
+
+
+class _Info:
+    """What maploc.torch needs of one tensor (a lighter maploc.Tensor); `name` is read when asked."""
+    __slots__ = ("kind", "dtype", "shape", "stride", "storage_offset", "storage_index", "requires_grad",
+                 "is_parameter", "conj", "neg", "device", "index", "loaded")
+
+    @property
+    def name(self):
+        return _maploc.Tensor(self.loaded, self.index).name
+
+
+_TEXT = {}
+
+
+def _text(b):
+    """Decoded C strings of the few values dtype, kind and device take, cached."""
+    t = _TEXT.get(b)
+    if t is None:
+        t = _TEXT[b] = _capi.text(b)
+    return t
 
 
 def _typed_storage(typed, dtype):
