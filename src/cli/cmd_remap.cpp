@@ -21,6 +21,7 @@ int cmd_remap(const Args& args) {
   const auto map = map_location_of(args);
   const auto checkpoint = torch::Checkpoint::open(args.positional[0], open_options(args));
   refuse_out_is_in(checkpoint, args.positional[0], args.positional[1]);
+  checkpoint.prefetch();  // a URL source: every storage in one go, several requests in flight
   torch::ArchiveOptions options;
   options.locations = remap::rewritten_tags(checkpoint, map);
   if (args.has("shard-size")) return write_set_command(args, checkpoint, args.positional[1], false, options.locations);

@@ -211,7 +211,7 @@ TEST_CASE("s3:// URLs are signed with SigV4 and read path-style from the endpoin
   }
 }
 
-TEST_CASE("the CLI reads URLs in ls (with --records), plan, load, verify and convert", "[remote]") {
+TEST_CASE("the CLI reads URLs in ls (with --records), plan, load, verify, convert and remap", "[remote]") {
   const std::string f = "checkpoints/gpu_tagged.t113.pt";
   const std::string url = server().url("ok", f);
   const std::string cli = std::string("'") + MAPLOC_CLI + "' ";
@@ -240,6 +240,14 @@ TEST_CASE("the CLI reads URLs in ls (with --records), plan, load, verify and con
   CHECK(test::run_shell(cli + "convert '" + url + "' '" + out.string() + "'").exit_code == 0);
   CHECK(std::filesystem::exists(out));
   std::filesystem::remove(out);
+  const auto remapped = std::filesystem::temp_directory_path() / ("maploc-remote-" + std::to_string(::getpid()) + ".pt");
+  CHECK(test::run_shell(cli + "remap '" + url + "' '" + remapped.string() + "' --map-location 'cuda:*->cpu'").exit_code == 0);
+  const auto back = torch::Checkpoint::open(remapped);
+  CHECK(hashes(back) == hashes(torch::Checkpoint::open(kFixtures + "/" + f)));
+  std::filesystem::remove(remapped);
+  const auto load_json = test::run_shell(cli + "load --json '" + url + "' --map-location 'cuda:*->cpu'");
+  CHECK(load_json.out.find("\"remote\"") != std::string::npos);
+  CHECK(load_json.out.find("\"requests\"") != std::string::npos);
   const auto bad = test::run_shell(cli + "ls '" + server().url("loop", f) + "' 2>&1");
   CHECK(bad.exit_code == 3);
   CHECK(bad.out.find("[kRemoteRedirects]") != std::string::npos);
