@@ -343,6 +343,8 @@ Stream::Stream(const WriteOptions& options) : impl_(std::make_unique<Emitter::Im
 
 Stream::~Stream() = default;
 
+void Stream::count(const Value& v) { impl_->count(v); }
+
 std::vector<std::uint8_t> Stream::finish() {
   impl_->op(Op::STOP);
   return std::move(impl_->out);

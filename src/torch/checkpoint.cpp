@@ -222,6 +222,13 @@ std::size_t Checkpoint::member_of_storage(std::size_t storage_index) const {
   return state_->storage_member[storage_index];
 }
 
+const pickle::Value* Checkpoint::tensor_node(std::size_t i) const noexcept {
+  if (!state_->members.empty() || i >= state_->tensor_nodes.size() || state_->tensor_nodes[i].is_none()) {
+    return nullptr;
+  }
+  return &state_->tensor_nodes[i];
+}
+
 std::optional<std::size_t> Checkpoint::storage_of_handle(std::uint64_t handle) const noexcept {
   if (handle >= state_->refs.size()) return std::nullopt;
   return state_->refs[handle].storage;

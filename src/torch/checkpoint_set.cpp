@@ -132,8 +132,10 @@ Checkpoint open_member(const fs::path& file, const Options& options, const std::
 void append_member(Checkpoint::State& st, Checkpoint c, std::vector<char> keep) {
   const auto& ts = c.tensors();
   const auto& ss = c.storages();
-  // Components follow their composite (interpret's order), so one pass reaches nested ones.
+  // Components follow their composite and tensors held in a tensor's state follow their holder
+  // (interpret's order), so one pass reaches nested ones: they come with what the map names.
   for (std::size_t i = 0; i < ts.size(); ++i) {
+    if (!keep[i] && ts[i].held_by && *ts[i].held_by < i && keep[*ts[i].held_by]) keep[i] = 1;
     if (!keep[i]) continue;
     for (const auto& comp : ts[i].components) {
       if (comp.tensor < ts.size()) keep[comp.tensor] = 1;
@@ -173,6 +175,9 @@ void append_member(Checkpoint::State& st, Checkpoint c, std::vector<char> keep) 
     Tensor t = ts[i];
     if (t.storage) t.storage = new_storage[*t.storage];
     for (auto& comp : t.components) comp.tensor = new_tensor[comp.tensor];
+    if (t.held_by) {
+      t.held_by = new_tensor[*t.held_by] == kNone ? std::nullopt : std::optional<std::size_t>(new_tensor[*t.held_by]);
+    }
     st.tensors.push_back(std::move(t));
   }
   info.storage_count = st.storages.size() - info.first_storage;
@@ -276,7 +281,7 @@ void read_set_index(Checkpoint::State& st) {
     std::vector<std::string_view> present;
     for (std::size_t i = 0; i < c.tensors().size(); ++i) {
       const Tensor& t = c.tensors()[i];
-      if (t.is_component) continue;
+      if (t.is_component || t.held_by) continue;  // they come with their composite or holder
       if (std::binary_search(wanted.begin(), wanted.end(), std::string_view(t.name))) {
         keep[i] = 1;
         present.push_back(t.name);

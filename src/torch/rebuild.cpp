@@ -142,7 +142,12 @@ void Interpreter::add_component(std::size_t composite, const std::string& role, 
 std::optional<std::size_t> Interpreter::try_tensor(const Value& v, const std::string& name, std::size_t depth) {
   if (!v.is(Kind::kReduce) && !v.is(Kind::kObject)) return std::nullopt;
   const Value& callable = v.callable();
-  if (auto idx = rebuild(callable, v.args(), name, depth)) return idx;
+  if (auto idx = rebuild(callable, v.args(), name, depth)) {
+    // The outermost call that yields the tensor is its node (an inner try_tensor set its own first).
+    if (state_.tensor_nodes.size() <= *idx) state_.tensor_nodes.resize(*idx + 1);
+    state_.tensor_nodes[*idx] = v;
+    return idx;
+  }
   // The oldest form: torch.FloatTensor() then BUILD with set_'s arguments.
   if (global_entry(callable).use == GlobalUse::kTensorClass && !v.build_states().empty()) {
     return old_style(v.build_states().back(), name, depth);

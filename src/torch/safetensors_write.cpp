@@ -19,9 +19,10 @@ struct Item {
   std::uint64_t nbytes;
 };
 
-void check_convertible(const Tensor& t) {
+// `file` (the input) is the error's item: the message names the tensor, the item the file.
+void check_convertible(const Tensor& t, const std::string& file) {
   auto refuse = [&](const std::string& why) {
-    fail(ErrorCode::kTorchNotConvertible, "tensor '" + t.name + "' cannot go into a safetensors file: " + why, t.name);
+    fail(ErrorCode::kTorchNotConvertible, "tensor '" + t.name + "' cannot go into a safetensors file: " + why, file);
   };
   if ((t.kind != TensorKind::kDense && t.kind != TensorKind::kStorage) || !t.storage) {
     refuse(std::string("it is ") + std::string(tensor_kind_name(t.kind)) + "; safetensors holds dense tensors only");
@@ -36,7 +37,7 @@ void check_convertible(const Tensor& t) {
              "(byte 0x" + "0123456789abcdef"[static_cast<unsigned char>(t.name[at]) >> 4] +
              "0123456789abcdef"[static_cast<unsigned char>(t.name[at]) & 15] + " at offset " + std::to_string(at) +
              ", shown as \\xNN), and safetensors headers are UTF-8 JSON; rename the tensor",
-         t.name);
+         file);
   }
 }
 
@@ -68,6 +69,27 @@ std::string wrapper_json(const Tensor& t) {
   return out + "}}";
 }
 
+// A jagged nested tensor has no dense shape: its parts (values, offsets, lengths) are written as
+// tensors under their names, the tensor itself as metadata naming them, with its attributes.
+std::string nested_jagged_json(const Checkpoint& c, const Tensor& t) {
+  std::string out = "{\"dtype\":\"" + std::string(dtype_name(t.dtype)) + "\",\"requires_grad\":";
+  out += t.requires_grad ? "true" : "false";
+  out += ",\"components\":{";
+  for (std::size_t i = 0; i < t.components.size(); ++i) {
+    if (i) out += ",";
+    maploc::detail::append_json_string(out, t.components[i].role);
+    out += ":";
+    maploc::detail::append_json_string(out, c.tensors()[t.components[i].tensor].name);
+  }
+  out += "},\"attributes\":{";
+  for (std::size_t i = 0; i < t.attributes.size(); ++i) {
+    if (i) out += ",";
+    maploc::detail::append_json_string(out, t.attributes[i].name);
+    out += ":" + t.attributes[i].json;
+  }
+  return out + "}}";
+}
+
 }  // namespace
 
 SafetensorsReport write_safetensors(const Checkpoint& c, const ByteSink& sink, const SafetensorsOptions& options) {
@@ -78,18 +100,27 @@ SafetensorsReport write_safetensors(const Checkpoint& c, const ByteSink& sink, c
   std::map<Geometry, std::string> seen;
   std::vector<std::pair<std::string, std::string>> md = {{"format", "pt"},
                                                          {"maploc.source_format", std::string(format_name(c.format()))}};
+  // The parts of jagged nested tensors are dense tensors of their own here.
+  std::vector<char> jagged_part(c.tensors().size(), 0);
   for (const Tensor& t : c.tensors()) {
-    if (t.is_component || (options.include && !options.include(static_cast<std::size_t>(&t - c.tensors().data())))) {
-      continue;
-    }
+    if (t.kind != TensorKind::kNestedJagged) continue;
+    for (const Component& part : t.components) jagged_part[part.tensor] = 1;
+  }
+  for (const Tensor& t : c.tensors()) {
+    const auto index = static_cast<std::size_t>(&t - c.tensors().data());
+    if ((t.is_component && !jagged_part[index]) || (options.include && !options.include(index))) continue;
     if (t.kind == TensorKind::kWrapperSubclass) {
       md.emplace_back(std::string(kWrapperSubclassPrefix) + t.name, wrapper_json(t));
       continue;
     }
-    check_convertible(t);
+    if (t.kind == TensorKind::kNestedJagged) {
+      md.emplace_back(std::string(kNestedJaggedPrefix) + t.name, nested_jagged_json(c, t));
+      continue;
+    }
+    check_convertible(t, c.path());
     if (t.name == "__metadata__") {
-      fail(ErrorCode::kTorchNotConvertible, "a tensor named '__metadata__' clashes with the safetensors header key",
-           t.name);
+      fail(ErrorCode::kTorchNotConvertible,
+           "a tensor named '__metadata__' clashes with the safetensors header key; rename it", c.path());
     }
     const Geometry g{*t.storage, t.storage_offset, t.shape, t.stride, t.dtype};
     if (!options.duplicate_tied) {
@@ -101,6 +132,7 @@ SafetensorsReport write_safetensors(const Checkpoint& c, const ByteSink& sink, c
       }
     }
     items.push_back({&t, *safetensors_dtype(t.dtype), t.numel() * element_size(t.dtype)});
+    report.written.push_back(index);
   }
   md.insert(md.end(), options.metadata.begin(), options.metadata.end());
   // Largest elements first keeps every tensor aligned to its element size.

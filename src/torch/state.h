@@ -57,6 +57,8 @@ struct Checkpoint::State {
   /// Shared with every remap::Loaded made from this checkpoint (no copy per load).
   std::shared_ptr<std::vector<Tensor>> tensors_owner = std::make_shared<std::vector<Tensor>>();
   std::vector<Tensor>& tensors = *tensors_owner;
+  /// Per tensor, the node that rebuilt it (Checkpoint::tensor_node); a null Value where none did.
+  std::vector<pickle::Value> tensor_nodes;
   std::vector<std::string> unknown_globals;
   std::vector<std::size_t> unreferenced;        ///< storages no tensor reaches (completeness.cpp)
   std::vector<std::size_t> consumed;            ///< storages read as something else (a jagged tensor's cached seqlen)

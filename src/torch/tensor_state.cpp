@@ -246,11 +246,17 @@ void Interpreter::tensor_state(std::size_t tensor, const Value& state, const std
       walked_before = true;
     }
   }
+  const std::size_t first = state_.tensors.size();
   if (state.is(Kind::kDict)) {
     state_items(tensor, state, name, depth, walked_before);
   } else {
     if (state[0].is(Kind::kDict)) state_items(tensor, state[0], name, depth + 1, walked_before);
     if (state[1].is(Kind::kDict)) state_items(tensor, state[1], name, depth + 1, walked_before);
+  }
+  // The tensors of this state are held by `tensor` (those of an inner tensor's state by that one).
+  for (std::size_t i = first; i < state_.tensors.size(); ++i) {
+    Tensor& held = state_.tensors[i];
+    if (!held.held_by && !held.is_component && i != tensor) held.held_by = tensor;
   }
   if (entered) leave(*entered);
 }

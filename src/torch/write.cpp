@@ -156,24 +156,30 @@ void write_legacy_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writ
   if (views) report.notes.push_back("legacy storage views written as storages of their own (values equal, no aliasing)");
 }
 
-// The dict layout: {name: _rebuild_tensor_v2/_v3(pid, offset, size, stride, requires_grad, OrderedDict())}.
-void emit_tensor(Emitter& e, const Tensor& t, const std::string& key, const std::string& tag, std::uint64_t nbytes) {
-  const std::string_view typed = python_storage_name(t.dtype);
-  const bool v3 = typed.empty();
-  e.global("torch._utils", v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
-  e.mark();
+// A persistent id ('storage', torch.<Type>Storage or UntypedStorage, key, tag, numel) + BINPERSID.
+void emit_pid(Emitter& e, DType dtype, const std::string& key, const std::string& tag, std::uint64_t nbytes) {
+  const std::string_view typed = python_storage_name(dtype);
   e.mark();
   e.str("storage");
-  if (v3) {
+  if (typed.empty()) {
     e.global("torch.storage", "UntypedStorage");
   } else {
     e.global("torch", typed);
   }
   e.str(key);
   e.str(tag);
-  e.integer(static_cast<std::int64_t>(v3 ? nbytes : nbytes / element_size(t.dtype)));
+  e.integer(static_cast<std::int64_t>(typed.empty() ? nbytes : nbytes / element_size(dtype)));
   e.tuple_from_mark();
   e.persid();
+}
+
+// The dict layout: {name: _rebuild_tensor_v2/_v3(pid, offset, size, stride, requires_grad, OrderedDict())}
+// for tensors no pickle node rebuilds (safetensors, DCP, tar, sets); the others are their node.
+void emit_tensor(Emitter& e, const Tensor& t, const std::string& key, const std::string& tag, std::uint64_t nbytes) {
+  const bool v3 = python_storage_name(t.dtype).empty();
+  e.global("torch._utils", v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+  e.mark();
+  emit_pid(e, t.dtype, key, tag, nbytes);
   e.integer(t.storage_offset);
   e.mark();
   for (auto d : t.shape) e.integer(d);
@@ -191,47 +197,91 @@ void emit_tensor(Emitter& e, const Tensor& t, const std::string& key, const std:
   e.reduce();
 }
 
+// Whether tensor i is written inside the node of a tensor holding it (a wrapper subclass's inner
+// tensor, a tensor attribute) or of its composite (a jagged tensor's values): then not on its own.
+bool inside_a_node(const Checkpoint& c, std::size_t i, const std::vector<std::size_t>& composite_of) {
+  for (std::size_t steps = 0; steps <= c.tensors().size(); ++steps) {
+    const Tensor& t = c.tensors()[i];
+    std::optional<std::size_t> up = t.held_by;
+    if (!up && t.is_component && composite_of[i] != i) up = composite_of[i];
+    if (!up) return false;
+    if (c.tensor_node(*up)) return true;
+    i = *up;
+  }
+  return false;
+}
+
 void write_dict_layout(const Checkpoint& c, const ArchiveOptions& o, zip::Writer& zw, ArchiveReport& report) {
   const std::uint64_t total = storage_total(c);
   const std::string prefix = o.archive_name.empty() ? "archive" : o.archive_name;
-  std::vector<std::size_t> chosen;
+  const std::size_t n = c.tensors().size();
+  std::vector<std::size_t> composite_of(n);
+  for (std::size_t i = 0; i < n; ++i) composite_of[i] = i;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const Component& part : c.tensors()[i].components) composite_of[part.tensor] = i;
+  }
   std::vector<std::string> key_of(c.storages().size());
   std::vector<std::size_t> order;  // storages in order of first reference
-  for (std::size_t i = 0; i < c.tensors().size(); ++i) {
-    const Tensor& t = c.tensors()[i];
-    if (t.is_component || (o.include && !o.include(i))) continue;
-    if ((t.kind != TensorKind::kDense && t.kind != TensorKind::kStorage) || !t.storage) {
+  auto key_for = [&](std::size_t s) -> const std::string& {
+    if (key_of[s].empty()) {
+      key_of[s] = std::to_string(order.size());
+      order.push_back(s);
+    }
+    return key_of[s];
+  };
+  // A node's storages (Value::external handles) become persistent ids of this archive's storages.
+  pickle::WriteOptions wo;
+  wo.persistent = [&](const Value& node, Emitter& out) {
+    const auto s = node.is(Kind::kExternal) ? c.storage_of_handle(node.external_handle()) : std::nullopt;
+    if (!s) {
       fail(ErrorCode::kTorchNotConvertible,
-           "tensor '" + t.name + "' is " + std::string(tensor_kind_name(t.kind)) +
-               "; the dict layout written for " + std::string(format_name(c.format())) +
-               " inputs holds dense tensors only",
-           t.name);
+           "a tensor's pickle refers to something that is not one of the checkpoint's storages; write it "
+           "without --shard-size",
+           c.path());
     }
-    const std::uint64_t nbytes = c.storages()[*t.storage].nbytes;
-    if (nbytes % element_size(t.dtype) != 0) {
-      fail(ErrorCode::kTorchNotConvertible,
-           "tensor '" + t.name + "' views a storage of " + std::to_string(nbytes) + " bytes as " +
-               std::string(dtype_name(t.dtype)),
-           t.name);
-    }
-    if (key_of[*t.storage].empty()) {
-      key_of[*t.storage] = std::to_string(order.size());
-      order.push_back(*t.storage);
-    }
+    const Storage& st = c.storages()[*s];
+    emit_pid(out, st.dtype, key_for(*s), tag_of(c, o, *s), st.nbytes);
+  };
+  pickle::Stream ps(wo);
+  std::vector<std::size_t> chosen;
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((o.include && !o.include(i)) || inside_a_node(c, i, composite_of)) continue;
     chosen.push_back(i);
+    if (const pickle::Value* node = c.tensor_node(i)) ps.count(*node);  // ties and cycles kept
   }
-  pickle::Stream ps;
   Emitter& e = ps.emitter();
   e.empty_dict();
-  for (std::size_t n = 0; n < chosen.size(); n += 1000) {
-    e.mark();
-    for (std::size_t k = n; k < std::min(chosen.size(), n + 1000); ++k) {
-      const Tensor& t = c.tensors()[chosen[k]];
-      e.str(t.name);
-      emit_tensor(e, t, key_of[*t.storage], tag_of(c, o, *t.storage), c.storages()[*t.storage].nbytes);
+  std::size_t batch = 0;
+  for (const std::size_t i : chosen) {
+    const Tensor& t = c.tensors()[i];
+    const pickle::Value* node = c.tensor_node(i);
+    if (!node && t.is_component) continue;  // its composite is refused below, or written with its node
+    if (!node && ((t.kind != TensorKind::kDense && t.kind != TensorKind::kStorage) || !t.storage)) {
+      fail(ErrorCode::kTorchNotConvertible,
+           "tensor '" + t.name + "' is " + std::string(tensor_kind_name(t.kind)) + "; the dict layout written for " +
+               std::string(format_name(c.format())) + " inputs holds dense tensors only",
+           c.path());
     }
-    e.setitems();
+    if (!node && c.storages()[*t.storage].nbytes % element_size(t.dtype) != 0) {
+      fail(ErrorCode::kTorchNotConvertible,
+           "tensor '" + t.name + "' views a storage of " + std::to_string(c.storages()[*t.storage].nbytes) +
+               " bytes as " + std::string(dtype_name(t.dtype)),
+           c.path());
+    }
+    if (batch == 0) e.mark();
+    report.keys.push_back(i);
+    e.str(t.name);
+    if (node) {
+      e.value(*node);  // the call torch wrote: subclass, state, inner tensors and all
+    } else {
+      emit_tensor(e, t, key_for(*t.storage), tag_of(c, o, *t.storage), c.storages()[*t.storage].nbytes);
+    }
+    if (++batch == 1000) {
+      e.setitems();
+      batch = 0;
+    }
   }
+  if (batch) e.setitems();
   zw.add(prefix + "/data.pkl", ps.finish());
   zw.add(prefix + "/byteorder", as_bytes("little"));
   for (std::size_t s : order) write_storage(zw, prefix + "/data/" + key_of[s], c, s, o, total, report);

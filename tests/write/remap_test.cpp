@@ -6,6 +6,7 @@
 #include "maploc/torch/hash.h"
 #include "maploc/torch/safetensors.h"
 #include "maploc/torch/write.h"
+#include "maploc/torch/write_set.h"
 #include "write/write_test_util.h"
 
 using namespace maploc;
@@ -171,4 +172,62 @@ TEST_CASE("writing reports progress: non-decreasing, ending at the total", "[tor
   REQUIRE_FALSE(calls.empty());
   CHECK(calls.back().first == calls.back().second);
   CHECK(calls.back().second == st.data_bytes);
+}
+
+TEST_CASE("remap into shards keeps every tensor: wrapper subclasses and jagged tensors whole, with state",
+          "[torch][remap]") {
+  test::TempDir dir("shards");
+  std::size_t files = 0;
+  for (const auto& entry : test::checkpoint_index()) {
+    const std::string file = entry["file"];
+    CAPTURE(file);
+    const auto in = torch::Checkpoint::open(test::checkpoints_dir() / file);
+    torch::SetWriteOptions o;
+    o.safetensors = false;
+    o.max_shard_bytes = 200;  // several shards for most fixtures
+    o.archive.locations = all_cpu(in);
+    const auto out_dir = dir.path / file;
+    const auto report = torch::save_set(in, out_dir, o);
+    const auto out = torch::Checkpoint::open(report.index);
+    // Every tensor maploc lists in the input, by name and hash (inner tensors and parts again
+    // listed under their names: they travel inside the entry that holds them).
+    CHECK(test::hashes_of(in) == test::hashes_of(out));
+    // A wrapper subclass, a jagged tensor, a tensor subclass with state: its rebuild call is in the
+    // shard (the classes of modules and other objects are not: shards hold tensors only).
+    const auto& og = out.unknown_globals();
+    for (const auto& g : og) {
+      CAPTURE(g);
+      CHECK(std::find(in.unknown_globals().begin(), in.unknown_globals().end(), g) != in.unknown_globals().end());
+    }
+    for (const auto& g : in.unknown_globals()) {
+      if (g.find("Tensor") == std::string::npos && g.find("_rebuild_njt") == std::string::npos &&
+          g != "__main__.Tagged") {
+        continue;
+      }
+      CAPTURE(g);
+      CHECK(std::find(og.begin(), og.end(), g) != og.end());
+    }
+    ++files;
+  }
+  CHECK(files >= 50);
+
+  // The holder and what it holds land in one shard, and the index names only the holder.
+  const auto in = torch::Checkpoint::open(test::checkpoints_dir() / "torchao_int8wo.t2x.pt");
+  torch::SetWriteOptions o;
+  o.safetensors = false;
+  o.max_shard_bytes = 1;  // every entry in a shard of its own
+  const auto report = torch::save_set(in, dir.path / "int8", o);
+  const json index = test::read_json(report.index);
+  CHECK(index["weight_map"].size() == 2);  // 0.weight (holding qdata, scale, zero_point) and 0.bias
+  CHECK(index["weight_map"].contains("0.weight"));
+  CHECK_FALSE(index["weight_map"].contains("0.weight.qdata"));
+  const auto out = torch::Checkpoint::open(report.index);
+  std::map<std::string, const torch::Tensor*> by_name;
+  for (const auto& t : out.tensors()) by_name[t.name] = &t;
+  REQUIRE(by_name.count("0.weight.qdata") == 1);
+  REQUIRE(by_name.at("0.weight.qdata")->held_by.has_value());
+  CHECK(out.tensors()[*by_name.at("0.weight.qdata")->held_by].name == "0.weight");
+  CHECK(by_name.at("0.weight")->kind == torch::TensorKind::kWrapperSubclass);
+  CHECK(out.member_of_storage(*by_name.at("0.weight.qdata")->storage) ==
+        out.member_of_storage(*by_name.at("0.weight.scale")->storage));
 }

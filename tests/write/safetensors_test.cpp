@@ -139,3 +139,37 @@ TEST_CASE("safetensors dtype names match the format's", "[torch]") {
   CHECK_FALSE(torch::safetensors_dtype(torch::DType::kComplex128));
   CHECK(torch::dtype_from_safetensors("BOOL") == torch::DType::kBool);
 }
+
+TEST_CASE("convert to safetensors: a jagged tensor's parts as tensors, the tensor in __metadata__, and a refusal "
+          "names the tensor and the file",
+          "[torch]") {
+  test::TempDir dir("njt");
+  const auto in = torch::Checkpoint::open(test::checkpoints_dir() / "nested_jagged.t2x.pt");
+  const auto out = dir.path / "njt.safetensors";
+  torch::save_safetensors(in, out);
+  const auto back = torch::Checkpoint::open(out);
+  const auto want = test::hashes_of(in);
+  const auto got = test::hashes_of(back);
+  for (const char* part : {"njt.values", "njt.offsets", "narrowed.values", "narrowed.offsets", "narrowed.lengths"}) {
+    CAPTURE(part);
+    REQUIRE(got.count(part) == 1);
+    CHECK(got.at(part) == want.at(part));
+  }
+  std::string njt;
+  for (const auto& [k, v] : back.metadata()) {
+    if (k == std::string(torch::kNestedJaggedPrefix) + "narrowed") njt = v;
+  }
+  const json meta = json::parse(njt);
+  CHECK(meta["components"]["lengths"] == json("narrowed.lengths"));
+  CHECK(meta["attributes"]["ragged_idx"] == json(1));
+  CHECK(meta["attributes"].contains("max_seqlen"));
+
+  const auto sparse = test::checkpoints_dir() / "sparse.t2x.pt";
+  try {
+    torch::save_safetensors(torch::Checkpoint::open(sparse), dir.path / "sparse.safetensors");
+    FAIL("a sparse tensor went into a safetensors file");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kTorchNotConvertible);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("tensor '") && Catch::Contains(sparse.string()));
+  }
+}

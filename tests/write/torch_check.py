@@ -187,7 +187,7 @@ def readable_here(path):
 
 
 def run_remap(binary, fixtures, work):
-    problems, done, skipped, states = [], 0, [], []
+    problems, done, skipped, states, sharded = [], 0, [], [], 0
     for entry in json.load(open(os.path.join(fixtures, "index.json"))):
         src = os.path.join(fixtures, entry["file"])
         manifest = json.load(open(os.path.join(fixtures, entry["manifest"])))
@@ -205,9 +205,36 @@ def run_remap(binary, fixtures, work):
             problems.append("%s: torch.load of the remapped file failed: %s" % (entry["file"], e))
             continue
         done += compare(entry["file"], loaded, manifest, problems, states=states)
+        sharded += check_shards(binary, entry, src, manifest, work, problems, states)
     print("remap: torch %s loaded %d tensors without map_location, %d tensor states; skipped (unreadable by "
           "this torch): %s" % (torch.__version__, done, sum(states), ", ".join(skipped) or "none"))
+    print("remap --shard-size: %d tensors matched across the shards, loaded and merged as transformers does"
+          % sharded)
     return problems
+
+
+def check_shards(binary, entry, src, manifest, work, problems, states):
+    """maploc remap --shard-size writes shards of at most 200 bytes; torch.load of each, merged into
+    one dict, holds every manifest tensor (wrapper subclasses and jagged tensors whole, with their
+    state), and the index's weight_map names exactly the keys of the shards."""
+    out = os.path.join(work, entry["file"] + ".shards")
+    r = maploc(binary, "remap", src, out, "--map-location", "cpu", "--shard-size", "200B")
+    if r.returncode != 0:
+        problems.append("%s: maploc remap --shard-size failed: %s" % (entry["file"], r.stderr.strip()))
+        return 0
+    index = json.load(open(os.path.join(out, "pytorch_model.bin.index.json")))
+    merged = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        part = torch.load(os.path.join(out, shard), **LOAD_KW)
+        for k in part:
+            if index["weight_map"].get(k) != shard:
+                problems.append("%s: shard %s holds %r, the index says %r" % (entry["file"], shard, k,
+                                                                                index["weight_map"].get(k)))
+        merged.update(part)
+    if sorted(merged) != sorted(index["weight_map"]):
+        problems.append("%s: the shards hold %d keys, the weight_map %d" % (entry["file"], len(merged),
+                                                                           len(index["weight_map"])))
+    return compare(entry["file"] + " (shards)", merged, manifest, problems, states=states)
 
 
 def run_safetensors(binary, fixtures, work):

@@ -207,6 +207,12 @@ class Checkpoint {
   /// For kSet: the member holding storage `storage_index` (index into members()).
   std::size_t member_of_storage(std::size_t storage_index) const;
 
+  /// The node of root() (or constants_root()) that rebuilds tensors()[i]: the outermost rebuild
+  /// call (`_rebuild_from_type_v2`, `_rebuild_parameter`, `_rebuild_tensor_v2`, ...), with its
+  /// state and inner tensors, storages as Value::external handles. nullptr for tensors no pickle
+  /// node rebuilds (components, storage objects, safetensors, DCP, tar tensors, set members).
+  /// Writers re-emit it to keep what a tensor is beyond its bytes (write.cpp's sharded layout).
+  const pickle::Value* tensor_node(std::size_t i) const noexcept;
   /// Every tensor-making object of root() and constants_root() the walk reached, with the tensor it
   /// became, one entry per path (a tied weight appears once per name; the first is the first path),
   /// in walk order. Lets a caller rebuild the object tree with its tensors (the C API's

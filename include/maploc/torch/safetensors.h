@@ -26,6 +26,11 @@ inline constexpr std::string_view kTiedPrefix = "maploc.tied.";
 /// under their names): "maploc.wrapper_subclass.<name>" -> {"subclass", "dtype", "shape", "attributes"} as JSON.
 inline constexpr std::string_view kWrapperSubclassPrefix = "maploc.wrapper_subclass.";
 
+/// Metadata key prefix recording a jagged nested tensor (its values, offsets and lengths are written as
+/// tensors under their names): "maploc.nested_jagged.<name>" -> {"dtype", "requires_grad",
+/// "components": {role: tensor name}, "attributes": {"ragged_idx", "min_seqlen", "max_seqlen"}} as JSON.
+inline constexpr std::string_view kNestedJaggedPrefix = "maploc.nested_jagged.";
+
 /// The safetensors dtype string of a dtype ("F32", "BF16", "F8_E4M3", "C64"),
 /// nullopt for dtypes the format cannot hold (complex128, quantized, bits, ...).
 std::optional<std::string_view> safetensors_dtype(DType dtype) noexcept;
@@ -53,6 +58,7 @@ struct SafetensorsReport {
   std::size_t tensors = 0;       ///< tensors with bytes of their own
   std::uint64_t data_bytes = 0;
   std::vector<std::pair<std::string, std::string>> tied;  ///< (name, kept name)
+  std::vector<std::size_t> written;  ///< indices into tensors() of the tensors in the header, in tensors() order
 };
 
 /// Writes the dense tensors of `checkpoint` as safetensors: an 8-byte

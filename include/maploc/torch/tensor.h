@@ -77,6 +77,10 @@ struct Tensor {
   std::optional<Quantizer> quantizer; ///< kQuantized only
   std::vector<Component> components;  ///< parts of composites (sparse, nested, per-channel quantized, ...)
   bool is_component = false;        ///< this tensor is a part of another one
+  /// The tensor whose state (`__dict__` or slots) holds this one, named `<that name>.<attribute>`:
+  /// a wrapper subclass's inner tensor, a tensor attribute. Writers that re-emit the holder
+  /// (Checkpoint::tensor_node) carry this tensor inside it.
+  std::optional<std::size_t> held_by;
   std::vector<TensorAttribute> attributes; ///< tensor-free values of its state, in file order
 
   /// Product of shape (0 for an empty tensor, 1 for a 0-d one).

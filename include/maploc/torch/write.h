@@ -37,6 +37,9 @@ struct ArchiveReport {
   std::size_t storages = 0;       ///< storage records written
   std::uint64_t data_bytes = 0;   ///< bytes of storage data written
   std::vector<std::string> notes; ///< what changed besides the tags (byte order, views, TorchScript)
+  /// The dict layout only: indices into tensors() of the tensors written as the dict's keys (a
+  /// wrapper subclass's inner tensors and a composite's parts travel inside it, not as keys).
+  std::vector<std::size_t> keys;
 };
 
 /// Writes `checkpoint` as a torch.save archive (pytorch-format.md §1) to

@@ -71,6 +71,10 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   /// The emitter appending to this stream (valid while the Stream lives).
   Emitter& emitter() noexcept { return emitter_; }
+  /// Counts the references of v's nodes before Emitter::value() writes them: a node reached more
+  /// than once among the values counted (a tie, a cycle) is then written once and fetched from the
+  /// memo, as write() does. Count every value before the first value() call.
+  void count(const Value& v);
   /// Appends STOP and hands the bytes over; the Stream is then empty.
   std::vector<std::uint8_t> finish();
 
