@@ -5,6 +5,7 @@
 #include "maploc/error.h"
 #include "json_subset.h"
 #include "state.h"
+#include "url_source.h"
 
 namespace maploc::torch {
 namespace fs = std::filesystem;
@@ -121,7 +122,7 @@ Index parse_index(const Bytes& bytes, const std::string& path) {
 }
 
 Checkpoint open_member(const fs::path& file, const Options& options, const std::string& set) {
-  MappedFile mapped = MappedFile::open(file);
+  MappedFile mapped = remote::is_url(file.string()) ? open_url(file.string(), options) : MappedFile::open(file);
   if (looks_like_json(mapped.bytes)) bad_set("set member '" + file.string() + "' is JSON, not a checkpoint", set);
   return Checkpoint::from_file(std::move(mapped), options);
 }
@@ -152,7 +153,9 @@ void append_member(Checkpoint::State& st, Checkpoint c, std::vector<char> keep) 
   SetMember info;
   info.path = c.path();
   info.format = c.format();
-  info.file_bytes = c.archive() != nullptr ? c.archive()->file_bytes().size() : fs::file_size(c.path());
+  info.file_bytes = c.remote_transfer()     ? c.remote_transfer()->object_bytes
+                   : c.archive() != nullptr ? c.archive()->file_bytes().size()
+                                            : fs::file_size(c.path());
   info.first_storage = st.storages.size();
   info.first_tensor = st.tensors.size();
   std::vector<std::size_t> new_storage(ss.size(), kNone);
@@ -260,7 +263,7 @@ void read_set_index(Checkpoint::State& st) {
   const Index ix = parse_index(st.file.bytes, st.path);
   const fs::path dir = fs::path(st.path).parent_path();
   for (std::size_t f = 0; f < ix.files.size(); ++f) {
-    if (fs::exists(dir / ix.files[f])) continue;
+    if (remote::is_url(st.path) || fs::exists(dir / ix.files[f])) continue;  // a URL's shards: open says
     std::size_t tensors = 0;
     std::string first;
     for (const auto& e : ix.entries) {

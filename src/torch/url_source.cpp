@@ -85,7 +85,7 @@ bool fetch_zip_structure(const remote::Object& obj, const Limits& limits) {
 void reject_index(const remote::Object& obj, const Bytes& head) {
   if (looks_like_json(head)) {
     throw Error(ErrorCode::kRemoteBadUrl, Stage::kIo,
-                "a JSON index (a sharded set) is not read by URL yet: download the index and its shards",
+                "verify does not read a sharded set's index by URL yet: verify its shards one by one",
                 std::nullopt, obj.transfer().url);
   }
 }
@@ -107,7 +107,10 @@ MappedFile open_url(const std::string& url, const Options& options) {
   const ByteRange head{0, std::min(size, kHeadBytes)};
   obj->ensure(std::span<const ByteRange>(&head, 1));
   const Bytes first = obj->bytes().slice(0, static_cast<std::size_t>(head.length));
-  reject_index(*obj, first);
+  if (looks_like_json(first)) {  // a sharded set's index: its shards are URLs beside it (read_set_index)
+    read_in_full(*obj, options, "");
+    return obj->file();
+  }
   const ContentKind kind = sniff_content(first.span().first(std::min<std::size_t>(first.size(), 512)));
   switch (kind) {
     case ContentKind::kEmpty:
@@ -159,6 +162,7 @@ std::optional<RemoteTransfer> Checkpoint::remote_transfer() const {
 
 void Checkpoint::prefetch() const {
   const State& st = *state_;
+  for (const Checkpoint& member : st.members) member.prefetch();  // a set read by URL: each shard
   if (!st.file.source) return;
   const std::uint8_t* base = st.file.bytes.data();
   std::vector<ByteRange> ranges;

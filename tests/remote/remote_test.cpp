@@ -252,3 +252,19 @@ TEST_CASE("the CLI reads URLs in ls (with --records), plan, load, verify, conver
   CHECK(bad.exit_code == 3);
   CHECK(bad.out.find("[kRemoteRedirects]") != std::string::npos);
 }
+
+TEST_CASE("a sharded set's index by URL opens its shards beside it", "[remote]") {
+  for (const char* index : {"sharded/st_set/model.safetensors.index.json", "sharded/bin_set/pytorch_model.bin.index.json"}) {
+    INFO(index);
+    const auto local = torch::Checkpoint::open(kFixtures + "/" + index);
+    const auto remote = torch::Checkpoint::open(server().url("ok", index), quick());
+    REQUIRE(remote.format() == torch::Format::kSet);
+    REQUIRE(remote.members().size() == local.members().size());
+    for (std::size_t m = 0; m < remote.members().size(); ++m) {
+      CHECK(remote.members()[m].path.rfind(server().url("ok", ""), 0) == 0);
+      CHECK(remote.members()[m].file_bytes == local.members()[m].file_bytes);
+    }
+    remote.prefetch();
+    CHECK(hashes(remote) == hashes(local));
+  }
+}
