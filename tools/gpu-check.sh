@@ -73,18 +73,24 @@ prepare() {
   if ! command -v apt-get >/dev/null || ! command -v dpkg-deb >/dev/null; then
     die "--prepare runs on a Debian machine (apt-get and dpkg-deb not found)"
   fi
-  local dev_pkgs=(zlib1g-dev libssl-dev libisal-dev libzstd-dev libdlpack-dev nlohmann-json3-dev catch2)
+  local dev_pkgs=(zlib1g-dev libssl-dev libisal-dev libzstd-dev libdlpack-dev nlohmann-json3-dev catch2
+                  libcurl4-openssl-dev)
   local pkgs=() p dep
-  for p in "${dev_pkgs[@]}"; do
+  # The -dev packages and, transitively, the runtime libraries their .so symlinks need (lib*
+  # dependencies: libcurl4 needs nghttp2, ssh2, ...); the GPU run uses only those its system lacks.
+  local queue=("${dev_pkgs[@]}")
+  while [ ${#queue[@]} -gt 0 ]; do
+    p=${queue[0]}
+    queue=("${queue[@]:1}")
+    case " ${pkgs[*]} " in *" $p "*) continue ;; esac
     pkgs+=("$p")
-    # The runtime libraries the -dev package's .so symlinks point at (its lib* dependencies).
     local deps
-    deps=$(dpkg-query -W -f='${Depends}' "$p" 2>/dev/null) ||
+    deps=$(dpkg-query -W -f='${Depends} ${Pre-Depends}' "$p" 2>/dev/null) ||
       die "$p is not installed here; run: bash tools/install-deps.sh test"
     while IFS= read -r dep; do
       dep=${dep%%|*}
       dep=$(echo "$dep" | sed 's/(.*//; s/:any//; s/[[:space:]]//g')
-      case "$dep" in libc6* | libc-dev | "") ;; lib* | zlib1g) pkgs+=("$dep") ;; esac
+      case "$dep" in libc6* | libc-dev | libgcc* | libstdc++* | "") ;; lib* | zlib1g) queue+=("$dep") ;; esac
     done < <(echo "$deps" | tr ',' '\n')
   done
   local tmp
