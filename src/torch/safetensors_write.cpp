@@ -53,6 +53,17 @@ std::string metadata_json(const std::vector<std::pair<std::string, std::string>>
   return out + "}";
 }
 
+// `"attributes":{name: json, ...}`: a tensor's tensor-free state, as TensorAttribute renders it.
+std::string& append_attributes(std::string& out, const Tensor& t) {
+  out += "\"attributes\":{";
+  for (std::size_t i = 0; i < t.attributes.size(); ++i) {
+    if (i) out += ",";
+    maploc::detail::append_json_string(out, t.attributes[i].name);
+    out += ":" + t.attributes[i].json;
+  }
+  return out += "}";
+}
+
 // A wrapper subclass has no bytes of its own (its data are its inner tensors, written under their
 // names): its class, dtype, shape and tensor-free attributes go into the metadata, never dropped.
 std::string wrapper_json(const Tensor& t) {
@@ -60,13 +71,8 @@ std::string wrapper_json(const Tensor& t) {
   maploc::detail::append_json_string(out, t.subclass);
   out += ",\"dtype\":\"" + std::string(dtype_name(t.dtype)) + "\",\"shape\":[";
   for (std::size_t d = 0; d < t.shape.size(); ++d) out += (d ? "," : "") + std::to_string(t.shape[d]);
-  out += "],\"attributes\":{";
-  for (std::size_t i = 0; i < t.attributes.size(); ++i) {
-    if (i) out += ",";
-    maploc::detail::append_json_string(out, t.attributes[i].name);
-    out += ":" + t.attributes[i].json;
-  }
-  return out + "}}";
+  out += "],";
+  return append_attributes(out, t) + "}";
 }
 
 // A jagged nested tensor has no dense shape: its parts (values, offsets, lengths) are written as
@@ -81,13 +87,8 @@ std::string nested_jagged_json(const Checkpoint& c, const Tensor& t) {
     out += ":";
     maploc::detail::append_json_string(out, c.tensors()[t.components[i].tensor].name);
   }
-  out += "},\"attributes\":{";
-  for (std::size_t i = 0; i < t.attributes.size(); ++i) {
-    if (i) out += ",";
-    maploc::detail::append_json_string(out, t.attributes[i].name);
-    out += ":" + t.attributes[i].json;
-  }
-  return out + "}}";
+  out += "},";
+  return append_attributes(out, t) + "}";
 }
 
 }  // namespace
