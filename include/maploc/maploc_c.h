@@ -209,6 +209,36 @@ MAPLOC_C_EXPORT const char* maploc_error_code_name(int code);
  * alive like maploc_loaded_dlpack: every tensor over it can be made a view of one consumer array. */
 MAPLOC_C_EXPORT int maploc_loaded_storage_dlpack(const maploc_loaded* loaded, size_t index, DLManagedTensor** out);
 
+/* --- what maploc_tensor_info does not say: quantizers, components, subclasses, state ---
+ * (appended functions, so that maploc_tensor_info's layout stays as it was) */
+typedef struct maploc_tensor_extra {
+  const char* subclass;      /* "module.Name" of a tensor subclass (_rebuild_from_type_v2, wrapper subclasses), "" none */
+  const char* qscheme;       /* quantized: "per_tensor_affine", "per_channel_affine_float_qparams", ...; "" otherwise */
+  double q_scale;            /* per-tensor schemes */
+  int64_t q_zero_point;      /* per-tensor schemes */
+  int64_t q_axis;            /* per-channel schemes (their scales and zero points are components); -1 otherwise */
+  int64_t held_by;           /* the tensor whose state holds this one (a wrapper subclass's inner tensor), -1 none */
+  int32_t is_component;      /* a part of a composite (sparse, nested, per-channel quantized, ...) */
+  const char* device;        /* storage-less kinds (meta, wrapper subclasses): the device argument, "" none */
+  size_t component_count;    /* maploc_*_tensor_component */
+  size_t attribute_count;    /* maploc_*_tensor_attribute */
+} maploc_tensor_extra;
+MAPLOC_C_EXPORT int maploc_checkpoint_tensor_extra(const maploc_checkpoint* checkpoint, size_t index,
+                                                   maploc_tensor_extra* out);
+MAPLOC_C_EXPORT int maploc_loaded_tensor_extra(const maploc_loaded* loaded, size_t index, maploc_tensor_extra* out);
+/* Component `k` of a composite: its role ("values", "offsets", "scales", "zero_points", "indices", ...) and
+ * the index of the tensor holding it. kInvalidArgument when k >= component_count. */
+MAPLOC_C_EXPORT int maploc_checkpoint_tensor_component(const maploc_checkpoint* checkpoint, size_t index, size_t k,
+                                                       const char** role, size_t* tensor);
+MAPLOC_C_EXPORT int maploc_loaded_tensor_component(const maploc_loaded* loaded, size_t index, size_t k,
+                                                   const char** role, size_t* tensor);
+/* Attribute `k` of the tensor's tensor-free state (a wrapper subclass's block_size, a jagged tensor's
+ * ragged_idx/min_seqlen/max_seqlen): its name and its value as compact JSON (docs/torch.md, "Tensor state"). */
+MAPLOC_C_EXPORT int maploc_checkpoint_tensor_attribute(const maploc_checkpoint* checkpoint, size_t index, size_t k,
+                                                       const char** name, const char** json);
+MAPLOC_C_EXPORT int maploc_loaded_tensor_attribute(const maploc_loaded* loaded, size_t index, size_t k,
+                                                   const char** name, const char** json);
+
 /* --- rewriting files --- */
 /* `maploc remap IN OUT --map-location SPEC`: a torch.save archive with the storages' location tags
  * rewritten by the SPEC; storages no rule matches keep their tag. */

@@ -89,6 +89,13 @@ class StorageInfo(ctypes.Structure):
                 ("writable", ctypes.c_int32), ("pinned", ctypes.c_int32)]
 
 
+class TensorExtra(ctypes.Structure):
+    _fields_ = [("subclass", ctypes.c_char_p), ("qscheme", ctypes.c_char_p), ("q_scale", ctypes.c_double),
+                ("q_zero_point", ctypes.c_int64), ("q_axis", ctypes.c_int64), ("held_by", ctypes.c_int64),
+                ("is_component", ctypes.c_int32), ("device", ctypes.c_char_p), ("component_count", ctypes.c_size_t),
+                ("attribute_count", ctypes.c_size_t)]
+
+
 class LoadOptions(ctypes.Structure):
     _fields_ = [("map_location", ctypes.c_char_p), ("host", ctypes.c_int32), ("writable", ctypes.c_int32),
                 ("populate", ctypes.c_int32), ("host_threads", ctypes.c_uint32),
@@ -158,6 +165,11 @@ _SIGNATURES = {
     "maploc_buffer_free": (None, [_P]),
     "maploc_error_code_name": (ctypes.c_char_p, [ctypes.c_int]),
     "maploc_loaded_storage_dlpack": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(_P)]),
+    "maploc_loaded_tensor_extra": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(TensorExtra)]),
+    "maploc_loaded_tensor_component": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.c_size_t,
+                                                      ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "maploc_loaded_tensor_attribute": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.c_size_t,
+                                                      ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p)]),
 }
 # Present only when libmaploc.so was built against DLPack >= 1.0 (MAPLOC_C_DLPACK_VERSIONED).
 _OPTIONAL = {

@@ -8,13 +8,38 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import ctypes as _ctypes
+import inspect as _inspect
+import json as _json
 
 import torch as _torch
 
 import maploc as _maploc
 from maploc import _capi
 
-__all__ = ["load"]
+__all__ = ["load", "WrapperSubclass"]
+
+
+class WrapperSubclass(dict):
+    """A wrapper tensor subclass of the file (torchao's quantized weights, TwoTensor, ...), which torch.load
+    rebuilds by importing its class and calling its __tensor_unflatten__: maploc.torch never imports a class
+    named in a file, so it returns this inert stand-in instead. It is a dict of the inner tensors
+    ({attribute: torch.Tensor}, e.g. {"qdata": ..., "scale": ...} or {"a": ..., "b": ...}), in file order, with
+    `cls` (the class's "module.Name", a string), `attributes` (its tensor-free state, JSON-decoded:
+    {"block_size": [1, 64], ...}), and the outer tensor's `shape`, `dtype`, `device` and `requires_grad`.
+    Code that trusts the class can rebuild it itself (e.g. cls.__tensor_unflatten__(inner, attributes, ...))."""
+
+    def __init__(self, inner, *, cls, attributes, shape, dtype, device, requires_grad):
+        super().__init__(inner)
+        self.cls = cls
+        self.attributes = attributes
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.requires_grad = requires_grad
+
+    def __repr__(self):
+        return (f"maploc.torch.WrapperSubclass({self.cls}, shape={tuple(self.shape)}, dtype={self.dtype}, "
+                f"inner={list(self)}, attributes={self.attributes})")
 
 _DTYPES = {name: getattr(_torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "complex32", "complex64", "complex128", "int64", "int32",
@@ -82,6 +107,7 @@ class _Builder:
         self.bases = {}
         self.raw = _capi.TensorInfo()
         self.raw_ref = _ctypes.byref(self.raw)
+        self.held = None
 
     def base(self, storage, device, numel):
         b = self.bases.get(storage)
@@ -132,14 +158,121 @@ class _Builder:
             t.requires_grad_(True)
         return t
 
+    def extra(self, index):
+        """What maploc_tensor_info does not say (maploc_loaded_tensor_extra): quantizer, subclass, counts."""
+        e = _capi.TensorExtra()
+        _capi.check(_capi.lib.maploc_loaded_tensor_extra(self.loaded.handle, index, _ctypes.byref(e)))
+        return e
+
+    def components(self, index, extra):
+        """{role: tensor index} of a composite's components."""
+        out = {}
+        role, tensor = _ctypes.c_char_p(), _ctypes.c_size_t()
+        for k in range(extra.component_count):
+            _capi.check(_capi.lib.maploc_loaded_tensor_component(self.loaded.handle, index, k, _ctypes.byref(role),
+                                                                 _ctypes.byref(tensor)))
+            out[_capi.text(role.value)] = tensor.value
+        return out
+
+    def attributes(self, index, extra):
+        """{name: JSON-decoded value} of a tensor's tensor-free state."""
+        out = {}
+        name, text = _ctypes.c_char_p(), _ctypes.c_char_p()
+        for k in range(extra.attribute_count):
+            _capi.check(_capi.lib.maploc_loaded_tensor_attribute(self.loaded.handle, index, k, _ctypes.byref(name),
+                                                                 _ctypes.byref(text)))
+            out[_capi.text(name.value)] = _json.loads(_capi.text(text.value))
+        return out
+
+    def composite(self, index, info):
+        if info.kind == "quantized":
+            return self.quantized(index, info)
+        if info.kind == "nested_jagged":
+            return self.jagged(index, info)
+        if info.kind == "wrapper_subclass":
+            return self.wrapper(index, info)
+        raise _maploc.Error(313, f"maploc.torch: tensor '{info.name}' is {info.kind}, which maploc.torch does not "
+                                 "rebuild (no public torch constructor takes its parts; maploc.load returns it as a "
+                                 "maploc.Tensor, its components as tensors of their own)")
+
+    def quantized(self, index, info):
+        """torch's _rebuild_qtensor with torch's own constructors: an empty quantized tensor of the file's
+        quantizer, set_ to the file's storage, size, stride and offset (so the storage stays shared)."""
+        e = self.extra(index)
+        qscheme = _capi.text(e.qscheme)
+        dtype = _torch_dtype(info.dtype)
+        if info.storage_index is None or info.device == "meta":
+            raise _maploc.Error(313, f"maploc.torch: quantized tensor '{info.name}' has no storage on the CPU or "
+                                     "a GPU to view")
+        if qscheme in ("per_tensor_affine", "per_tensor_symmetric"):
+            t = _torch._empty_affine_quantized([0], scale=e.q_scale, zero_point=e.q_zero_point, dtype=dtype,
+                                               device=info.device)
+        elif qscheme.startswith("per_channel_"):
+            parts = self.components(index, e)
+            t = _torch._empty_per_channel_affine_quantized(
+                [0], scales=self.tensor(parts["scales"]), zero_points=self.tensor(parts["zero_points"]),
+                axis=e.q_axis, dtype=dtype, device=info.device)
+        else:
+            raise _maploc.Error(313, f"maploc.torch: quantized tensor '{info.name}' has qscheme {qscheme}, which "
+                                     "maploc.torch does not rebuild")
+        base = self.base(info.storage_index, info.device, 1)
+        t.set_(_untyped(base), info.storage_offset, info.shape, info.stride)
+        if info.requires_grad:
+            t.requires_grad_(True)
+        return t
+
+    def jagged(self, index, info):
+        """torch.nested.nested_tensor_from_jagged over the file's values/offsets[/lengths] (torch >= 2.3)."""
+        make = getattr(getattr(_torch, "nested", None), "nested_tensor_from_jagged", None)
+        if make is None:
+            raise _maploc.Error(313, f"maploc.torch: tensor '{info.name}' is a jagged nested tensor, which this "
+                                     f"torch ({_torch.__version__}) cannot build (torch.nested.nested_tensor_from_jagged "
+                                     "needs torch >= 2.3)")
+        e = self.extra(index)
+        parts = self.components(index, e)
+        attributes = self.attributes(index, e)
+        kwargs = {"offsets": self.tensor(parts["offsets"])}
+        if "lengths" in parts:
+            kwargs["lengths"] = self.tensor(parts["lengths"])
+        try:
+            accepted = set(_inspect.signature(make).parameters)
+        except (TypeError, ValueError):
+            accepted = {"jagged_dim"}
+        for name, attribute in (("jagged_dim", "ragged_idx"), ("min_seqlen", "min_seqlen"),
+                                ("max_seqlen", "max_seqlen")):
+            if attribute in attributes and name in accepted:
+                kwargs[name] = attributes[attribute]
+        t = make(self.tensor(parts["values"]), **kwargs)
+        if info.requires_grad:
+            t.requires_grad_(True)
+        return t
+
+    def wrapper(self, index, info):
+        """A wrapper subclass (torchao's quantized weights, TwoTensor) as an inert maploc.torch.WrapperSubclass:
+        the class is never imported."""
+        e = self.extra(index)
+        if self.held is None:   # tensor -> its inner tensors, built once per load
+            self.held = {}
+            count = _capi.lib.maploc_loaded_tensor_count(self.loaded.handle)
+            for k in range(count):
+                held_by = self.extra(k).held_by
+                if held_by >= 0:
+                    self.held.setdefault(held_by, []).append(k)
+        prefix = _maploc.Tensor(self.loaded, index).name + "."
+        inner = {}
+        for k in self.held.get(index, ()):
+            name = _maploc.Tensor(self.loaded, k).name
+            inner[name[len(prefix):] if name.startswith(prefix) else name] = self.tensor(k)
+        return WrapperSubclass(inner, cls=_capi.text(e.subclass), attributes=self.attributes(index, e),
+                               shape=_torch.Size(info.shape), dtype=_torch_dtype(info.dtype),
+                               device=_capi.text(e.device) or info.device, requires_grad=info.requires_grad)
+
     def tensor(self, index):
         info = self.info(index)
         if info.kind in _SPARSE:
             return self.sparse(index, info)
         if info.kind not in ("dense", "storage"):
-            raise _maploc.Error(313, f"maploc.torch: tensor '{info.name}' is {info.kind}, which maploc.torch "
-                                     "does not rebuild yet (maploc.load returns it as a maploc.Tensor, its "
-                                     "components as tensors of their own)")
+            return self.composite(index, info)
         dtype = _torch_dtype(info.dtype)
         if info.device == "meta" or info.storage_index is None:
             t = _torch.empty_strided(info.shape, info.stride or None, dtype=dtype, device="meta") \
@@ -205,9 +338,11 @@ def load(f: _maploc.FileLike, map_location: _maploc.MapLocation = None, *, weigh
     handed over by DLPack. Tensors that shared a storage share one torch storage. Arguments as maploc.load:
     a path or a binary file object; map_location as a string, dict, torch.device or callable; weights_only
     is accepted and changes nothing (objects torch would run code to rebuild come back as maploc.Object).
-    Raises maploc.Error (its subclasses by code) for what maploc refuses, and for sparse, nested and
-    quantized tensors and wrapper subclasses (code 313), which maploc.torch does not rebuild yet; sparse
-    tensors are rebuilt from their components (a COO tensor's coalesced flag is not restored).
+    Raises maploc.Error (its subclasses by code) for what maploc refuses, and (code 313) for strided nested
+    tensors and jagged ones under torch < 2.3. Sparse tensors are rebuilt from their components (a COO
+    tensor's coalesced flag is not restored), quantized tensors with torch's quantizer constructors, jagged
+    nested tensors with torch.nested.nested_tensor_from_jagged; wrapper subclasses (torchao, TwoTensor) come
+    back as inert maploc.torch.WrapperSubclass containers of their inner tensors (the class is never imported).
     """
     del weights_only
     checkpoint, loaded = _maploc._load(f, map_location, _maploc._host(host, mmap), writable, populate)

@@ -209,6 +209,56 @@ struct StorageExport {
   std::int64_t stride[1]{1};
 };
 
+// A tensor of a checkpoint or of a loaded one (same list, same indices).
+const torch::Tensor& tensor_at(const std::vector<torch::Tensor>& tensors, std::size_t index) {
+  capi::check_index(index, tensors.size(), "tensor");
+  return tensors[index];
+}
+
+const std::vector<torch::Tensor>& tensors_of(const maploc_loaded* loaded) {
+  capi::require(loaded, "the loaded checkpoint");
+  return loaded->loaded.tensors();
+}
+
+void extra(const std::vector<torch::Tensor>& tensors, std::size_t index, maploc_tensor_extra* out) {
+  capi::require(out, "the output struct");
+  const auto& t = tensor_at(tensors, index);
+  *out = maploc_tensor_extra{};
+  out->subclass = t.subclass.c_str();
+  out->qscheme = t.quantizer ? t.quantizer->qscheme.c_str() : "";
+  out->q_axis = -1;
+  if (t.quantizer) {
+    out->q_scale = t.quantizer->scale;
+    out->q_zero_point = t.quantizer->zero_point;
+    out->q_axis = t.quantizer->axis;
+  }
+  out->held_by = t.held_by ? static_cast<int64_t>(*t.held_by) : -1;
+  out->is_component = t.is_component;
+  out->device = t.device.c_str();
+  out->component_count = t.components.size();
+  out->attribute_count = t.attributes.size();
+}
+
+void component(const std::vector<torch::Tensor>& tensors, std::size_t index, std::size_t k, const char** role,
+               size_t* tensor) {
+  capi::require(role, "the output role");
+  capi::require(tensor, "the output tensor index");
+  const auto& t = tensor_at(tensors, index);
+  capi::check_index(k, t.components.size(), "component");
+  *role = t.components[k].role.c_str();
+  *tensor = t.components[k].tensor;
+}
+
+void attribute(const std::vector<torch::Tensor>& tensors, std::size_t index, std::size_t k, const char** name,
+               const char** json) {
+  capi::require(name, "the output name");
+  capi::require(json, "the output JSON");
+  const auto& t = tensor_at(tensors, index);
+  capi::check_index(k, t.attributes.size(), "attribute");
+  *name = t.attributes[k].name.c_str();
+  *json = t.attributes[k].json.c_str();
+}
+
 }  // namespace
 
 extern "C" {
@@ -279,6 +329,34 @@ int maploc_loaded_storage_dlpack(const maploc_loaded* loaded, size_t index, DLMa
     e->managed.deleter = [](DLManagedTensor* self) { delete static_cast<StorageExport*>(self->manager_ctx); };
     *out = &e.release()->managed;
   });
+}
+
+int maploc_checkpoint_tensor_extra(const maploc_checkpoint* checkpoint, size_t index, maploc_tensor_extra* out) {
+  return guarded([&] { extra(capi::checkpoint_of(checkpoint).tensors(), index, out); });
+}
+
+int maploc_loaded_tensor_extra(const maploc_loaded* loaded, size_t index, maploc_tensor_extra* out) {
+  return guarded([&] { extra(tensors_of(loaded), index, out); });
+}
+
+int maploc_checkpoint_tensor_component(const maploc_checkpoint* checkpoint, size_t index, size_t k, const char** role,
+                                       size_t* tensor) {
+  return guarded([&] { component(capi::checkpoint_of(checkpoint).tensors(), index, k, role, tensor); });
+}
+
+int maploc_loaded_tensor_component(const maploc_loaded* loaded, size_t index, size_t k, const char** role,
+                                   size_t* tensor) {
+  return guarded([&] { component(tensors_of(loaded), index, k, role, tensor); });
+}
+
+int maploc_checkpoint_tensor_attribute(const maploc_checkpoint* checkpoint, size_t index, size_t k, const char** name,
+                                       const char** json) {
+  return guarded([&] { attribute(capi::checkpoint_of(checkpoint).tensors(), index, k, name, json); });
+}
+
+int maploc_loaded_tensor_attribute(const maploc_loaded* loaded, size_t index, size_t k, const char** name,
+                                   const char** json) {
+  return guarded([&] { attribute(tensors_of(loaded), index, k, name, json); });
 }
 
 }  // extern "C"

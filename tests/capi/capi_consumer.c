@@ -165,6 +165,35 @@ static void check_object_tree(const char* path) {
   maploc_loaded_free(l);
 }
 
+/* maploc_*_tensor_extra, _component, _attribute: every tensor described; components and attributes in range,
+ * a composite's components tensors of the list, quantized tensors with a qscheme. */
+static void check_tensor_extra(const char* path) {
+  maploc_checkpoint* c = NULL;
+  size_t i, k, n;
+  CHECK(maploc_open(path, &c) == MAPLOC_OK);
+  n = maploc_checkpoint_tensor_count(c);
+  for (i = 0; i < n; ++i) {
+    maploc_tensor_info info;
+    maploc_tensor_extra e;
+    const char *a = NULL, *b = NULL;
+    size_t part = 0;
+    CHECK(maploc_checkpoint_tensor(c, i, &info) == MAPLOC_OK);
+    CHECK(maploc_checkpoint_tensor_extra(c, i, &e) == MAPLOC_OK);
+    CHECK(e.subclass != NULL && e.qscheme != NULL && e.device != NULL && e.held_by < (int64_t)n);
+    CHECK((strcmp(info.kind, "quantized") == 0) == (e.qscheme[0] != '\0'));
+    for (k = 0; k < e.component_count; ++k) {
+      CHECK(maploc_checkpoint_tensor_component(c, i, k, &a, &part) == MAPLOC_OK && a != NULL && part < n);
+    }
+    for (k = 0; k < e.attribute_count; ++k) {
+      CHECK(maploc_checkpoint_tensor_attribute(c, i, k, &a, &b) == MAPLOC_OK && a != NULL && b != NULL);
+    }
+    CHECK(maploc_checkpoint_tensor_component(c, i, e.component_count, &a, &part) == MAPLOC_E_INVALID_ARGUMENT);
+    CHECK(maploc_checkpoint_tensor_attribute(c, i, e.attribute_count, &a, &b) == MAPLOC_E_INVALID_ARGUMENT);
+  }
+  CHECK(maploc_checkpoint_tensor_extra(c, n, NULL) == MAPLOC_E_INVALID_ARGUMENT);
+  maploc_checkpoint_free(c);
+}
+
 int main(int argc, char** argv) {
   maploc_checkpoint* c = NULL;
   maploc_plan* plan = NULL;
@@ -179,6 +208,7 @@ int main(int argc, char** argv) {
   }
   check_errors(argv[1]);
   check_object_tree(argv[1]);
+  check_tensor_extra(argv[1]);
   CHECK(maploc_open(argv[1], &c) == MAPLOC_OK);
   n = maploc_checkpoint_tensor_count(c);
   printf("maploc %s: %s, %zu tensors, %zu storages\n", maploc_version(), maploc_checkpoint_format(c), n,

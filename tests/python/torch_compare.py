@@ -20,6 +20,7 @@ Every skip is listed with its reason and counted; exit 1 on any difference, 77 (
 cannot be imported (a failure under MAPLOC_PYTHON_REQUIRED=1).
 """
 import collections
+import enum
 import json
 import math
 import os
@@ -101,6 +102,8 @@ class Comparer:
                 return
             self.pairs[id(want)] = got
             self.keep.append((want, got))
+        if isinstance(want, torch.Tensor) and isinstance(got, maploc.torch.WrapperSubclass):
+            return self.wrapper(want, got, path)
         if isinstance(want, torch.Tensor):
             return self.tensor(want, got, path)
         if hasattr(torch, "storage") and isinstance(want, getattr(torch.storage, "TypedStorage", ())):
@@ -152,9 +155,87 @@ class Comparer:
             raise Differ(f"{path}: storage sharing differs from torch's")
         self.tensors += 1
 
+    def wrapper(self, want, got, path):
+        """A wrapper subclass torch rebuilt by importing its class; maploc.torch's inert WrapperSubclass: the
+        class's name, the outer shape/dtype/requires_grad, every inner tensor (__tensor_flatten__'s names) and
+        every plain attribute."""
+        if got.cls.rsplit(".", 1)[-1] != type(want).__name__:
+            raise Differ(f"{path}: torch gives a {type(want).__name__}, maploc names {got.cls}")
+        for what in ("dtype", "shape", "requires_grad"):
+            if getattr(want, what) != getattr(got, what):
+                raise Differ(f"{path}: {what} {getattr(want, what)} != {getattr(got, what)}")
+        names = list(want.__tensor_flatten__()[0]) if hasattr(want, "__tensor_flatten__") else list(got)
+        if sorted(names) != sorted(got):
+            raise Differ(f"{path}: inner tensors {names} in torch's, {list(got)} in maploc's")
+        for name in names:
+            self.same(getattr(want, name), got[name], f"{path}.{name}")
+        for name, value in got.attributes.items():
+            mine = getattr(want, name, None)
+            if isinstance(mine, enum.Enum) and isinstance(value, dict) and "class" in value:
+                if value["class"].rsplit(".", 1)[-1] != type(mine).__name__ or value.get("value") != mine.value:
+                    raise Differ(f"{path}.{name}: {mine!r} != {value!r}")
+                continue
+            if isinstance(mine, torch.dtype) and isinstance(value, dict) and "dtype" in value:
+                if str(mine) != "torch." + value["dtype"]:
+                    raise Differ(f"{path}.{name}: {mine!r} != {value!r}")
+                continue
+            if isinstance(mine, (tuple, list)):
+                mine = [list(x) if isinstance(x, tuple) else x for x in mine]
+            if mine is None or isinstance(mine, (bool, int, float, str, list)):
+                if mine != value:
+                    raise Differ(f"{path}.{name}: {mine!r} != {value!r}")
+            else:
+                self.limits[f"wrapper-subclass attributes of non-plain types not compared ({type(mine).__name__})"] += 1
+        self.limits["wrapper subclasses as maploc.torch.WrapperSubclass (inner tensors and attributes compared)"] += 1
+        self.tensors += 1
+
+    def jagged(self, want, got, path):
+        """A jagged nested tensor: its values, offsets and lengths as tensors, ragged_idx and the cached
+        min/max sequence lengths (the shape's nested int differs by construction: it names the offsets)."""
+        if not (got.is_nested and got.layout == want.layout):
+            raise Differ(f"{path}: torch gives a jagged nested tensor, maploc a {got.layout} {type(got).__name__}")
+        for what in ("dtype", "requires_grad", "device", "_ragged_idx", "dim"):
+            w, g = getattr(want, what), getattr(got, what)
+            w, g = (w(), g()) if callable(w) else (w, g)
+            if w != g:
+                raise Differ(f"{path}: {what} {w} != {g}")
+        for what in ("_min_seqlen", "_max_seqlen"):
+            if hasattr(want, what) and getattr(want, what) != getattr(got, what):
+                raise Differ(f"{path}: {what} {getattr(want, what)} != {getattr(got, what)}")
+        for part in ("_values", "_offsets", "_lengths"):
+            w, g = getattr(want, part), getattr(got, part)
+            if (w is None) != (g is None):
+                raise Differ(f"{path}.{part}: torch's is {w is not None and 'set' or 'None'}, maploc's not")
+            if w is not None:
+                self.same(w, g, f"{path}.{part}")
+        self.limits["jagged nested tensors compared by values/offsets/lengths, ragged_idx, min/max seqlen"] += 1
+        self.tensors += 1
+
+    def quantizer(self, want, got, path):
+        if want.qscheme() != got.qscheme():
+            raise Differ(f"{path}: qscheme {want.qscheme()} != {got.qscheme()}")
+        if want.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+            if (want.q_scale(), want.q_zero_point()) != (got.q_scale(), got.q_zero_point()):
+                raise Differ(f"{path}: scale/zero_point {want.q_scale()}/{want.q_zero_point()} != "
+                             f"{got.q_scale()}/{got.q_zero_point()}")
+        else:
+            if want.q_per_channel_axis() != got.q_per_channel_axis():
+                raise Differ(f"{path}: axis {want.q_per_channel_axis()} != {got.q_per_channel_axis()}")
+            for what in ("q_per_channel_scales", "q_per_channel_zero_points"):
+                w, g = getattr(want, what)(), getattr(got, what)()
+                if w.dtype != g.dtype or not torch.equal(w, g):
+                    raise Differ(f"{path}: {what} {w} != {g}")
+        self.limits["quantized tensors compared by int_repr, qscheme, scale(s), zero point(s), axis"] += 1
+
     def tensor(self, want, got, path):
         if not isinstance(got, torch.Tensor):
             raise Differ(f"{path}: torch gives a tensor, maploc {type(got).__name__}")
+        if getattr(want, "is_nested", False) and want.layout != torch.strided:
+            return self.jagged(want, got, path)
+        if want.is_quantized != got.is_quantized:
+            raise Differ(f"{path}: quantized in torch's: {want.is_quantized}, in maploc's: {got.is_quantized}")
+        if want.is_quantized:
+            self.quantizer(want, got, path)
         wp, gp = isinstance(want, torch.nn.Parameter), isinstance(got, torch.nn.Parameter)
         if wp != gp:
             raise Differ(f"{path}: Parameter in torch's: {wp}, in maploc's: {gp}")
@@ -220,7 +301,7 @@ def compare(path, in_repo, fmt, tally, skips, failures, manifest=None):
     try:
         got = maploc.torch.load(path, map_location="cpu")
     except maploc.Error as e:
-        if e.code == 313 and "does not rebuild yet" in str(e):
+        if e.code == 313 and str(e).startswith("maploc.torch:"):
             skips.append((name, f"maploc.torch limit: {e}"))
         else:
             failures.append((name, f"maploc.torch.load raised {e.code_name}: {e}"))
