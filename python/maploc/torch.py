@@ -240,9 +240,14 @@ class _Builder:
             return self.jagged(index, info)
         if info.kind == "wrapper_subclass":
             return self.wrapper(index, info)
+        if info.kind == "nested" and hasattr(_torch, "_nested_view_from_buffer"):
+            # torch's own _rebuild_nested_tensor is this call on the four components.
+            parts = self.components(index, self.extra(index))
+            return _torch._nested_view_from_buffer(*(self.tensor(parts[role]) for role in
+                                                     ("buffer", "sizes", "strides", "storage_offsets")))
         raise _maploc.Error(313, f"maploc.torch: tensor '{info.name}' is {info.kind}, which maploc.torch does not "
-                                 "rebuild (no public torch constructor takes its parts; maploc.load returns it as a "
-                                 "maploc.Tensor, its components as tensors of their own)")
+                                 f"rebuild with this torch ({_torch.__version__}: no constructor takes its parts; "
+                                 "maploc.load returns it as a maploc.Tensor, its components as tensors of their own)")
 
     def quantized(self, index, info):
         """torch's _rebuild_qtensor with torch's own constructors: an empty quantized tensor of the file's
