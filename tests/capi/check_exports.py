@@ -5,7 +5,7 @@ The rule (docs/api.md, "What libmaploc.so exports"): a dynamic symbol is allowed
 - a C API function declared MAPLOC_C_EXPORT in maploc/maploc_c.h (and every one of those is exported,
   except where the header declares it under an #if of what the build found), or
 - a C++ symbol of a name declared at namespace scope of maploc, maploc::zip, maploc::pickle,
-  maploc::torch or maploc::remap in a public header (include/maploc): the function itself, or a member,
+  maploc::torch, maploc::remap or maploc::remote in a public header (include/maploc): the function itself, or a member,
   vtable or typeinfo of the class, with no `detail` namespace anywhere in its name.
 Everything else (internal classes, detail namespaces, std:: instantiations over maploc types) must be
 local to the library. The allowed names come from the headers, not from third_party/libmaploc.map, so
@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 
-NAMESPACES = ("maploc", "maploc::zip", "maploc::pickle", "maploc::torch", "maploc::remap")
+NAMESPACES = ("maploc", "maploc::zip", "maploc::pickle", "maploc::torch", "maploc::remap", "maploc::remote")
 PREFIXES = ("typeinfo name for ", "typeinfo for ", "vtable for ", "VTT for ", "construction vtable for ",
             "guard variable for ", "non-virtual thunk to ", "virtual thunk to ", "covariant return thunk to ")
 
@@ -133,7 +133,7 @@ def allowed(symbol, names, capi):
         return False
     for depth in (2, 1):                             # maploc::torch::X before maploc::X
         ns = "::".join(parts[:depth])
-        if ns in NAMESPACES and len(parts) > depth and (depth == 2 or parts[1] not in ("zip", "pickle", "torch", "remap")):
+        if ns in NAMESPACES and len(parts) > depth and (depth == 2 or parts[1] not in ("zip", "pickle", "torch", "remap", "remote")):
             return parts[depth] in names.get(ns, set())
     return False
 

@@ -68,6 +68,12 @@ int main(int argc, char** argv) {
     maploc::torch::Options open_options;
     open_options.limits = maploc::Limits{};
     open_options.remote.parallel = 4;  // remote/object.h: how a URL source (http, https, s3) is read
+    if (maploc::remote::is_url(path.string()) ||
+        maploc::remote::display_url("https://user:secret@example.com/m.pt?X-Amz-Signature=s") !=
+            "https://example.com/m.pt") {
+      std::fprintf(stderr, "remote: is_url/display_url answer wrongly\n");
+      return 1;
+    }
     const auto checkpoint = maploc::torch::Checkpoint::open(path, open_options);
     const maploc::torch::Storage& first = checkpoint.storages().at(0);
     std::printf("open: %s, %zu tensors, storage 0 is %s on '%s'\n",
