@@ -403,11 +403,12 @@ def load(f: _maploc.FileLike, map_location: _maploc.MapLocation = None, *, weigh
     handed over by DLPack. Tensors that shared a storage share one torch storage. Arguments as maploc.load:
     a path or a binary file object; map_location as a string, dict, torch.device or callable; weights_only
     is accepted and changes nothing (objects torch would run code to rebuild come back as maploc.Object).
-    Raises maploc.Error (its subclasses by code) for what maploc refuses, and (code 313) for strided nested
-    tensors and jagged ones under torch < 2.3. Sparse tensors are rebuilt from their components (a COO
-    tensor's coalesced flag is not restored), quantized tensors with torch's quantizer constructors, jagged
-    nested tensors with torch.nested.nested_tensor_from_jagged; wrapper subclasses (torchao, TwoTensor) come
-    back as inert maploc.torch.WrapperSubclass containers of their inner tensors (the class is never imported).
+    Raises maploc.Error (its subclasses by code) for what maploc refuses, and (code 313) for nested tensors a
+    torch this old cannot build (jagged ones under torch < 2.3). Sparse tensors are rebuilt from their
+    components (a COO tensor's coalesced flag is not restored), quantized tensors with torch's quantizer
+    constructors, jagged nested tensors with torch.nested.nested_tensor_from_jagged, strided nested ones with
+    torch._nested_view_from_buffer (as torch.load does); wrapper subclasses (torchao, TwoTensor) come back as
+    inert maploc.torch.WrapperSubclass containers of their inner tensors (the class is never imported).
     """
     del weights_only
     checkpoint, loaded = _maploc._load(f, map_location, _maploc._host(host, mmap), writable, populate)
