@@ -116,9 +116,11 @@ class ModuleTest(unittest.TestCase):
             with self.assertRaises(maploc.NotACheckpointError) as e:
                 maploc.load(f.name)
             self.assertEqual((e.exception.code, e.exception.code_name), (300, "kTorchNotCheckpoint"))
+        # No machine has a cuda:4095: kRemapCudaUnavailable (400) without CUDA, kRemapNoSuchDevice (401) with it.
         with self.assertRaises(maploc.Error) as e:
-            maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location="cuda:*->cuda:0")
+            maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location="cuda:*->cuda:4095")
         self.assertIsInstance(e.exception, maploc.DeviceUnavailableError)
+        self.assertIn(e.exception.code_name, ("kRemapCudaUnavailable", "kRemapNoSuchDevice"))
         for cls in (maploc.NotACheckpointError, maploc.UnsafeContentError, maploc.LimitExceededError,
                     maploc.DeviceUnavailableError, maploc.DLPackError):
             self.assertTrue(issubclass(cls, maploc.Error))
