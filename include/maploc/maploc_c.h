@@ -30,13 +30,9 @@
 #define MAPLOC_C_EXPORT
 #endif
 
-/* 1 when the DLPack header maploc was built against has DLManagedTensorVersioned (DLPack >= 1.0);
- * maploc_loaded_dlpack_versioned exists then. */
-#if defined(DLPACK_MAJOR_VERSION) && DLPACK_MAJOR_VERSION >= 1
+/* maploc_loaded_dlpack_versioned exists whatever DLPack header maploc was built against: it writes
+ * DLPack 1.0's ABI (DLManagedTensorVersioned) itself; the macro stays for callers that tested it. */
 #define MAPLOC_C_DLPACK_VERSIONED 1
-#else
-#define MAPLOC_C_DLPACK_VERSIONED 0
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -173,12 +169,15 @@ MAPLOC_C_EXPORT void maploc_dlpack_free(DLManagedTensor* t);
  * libmaploc.so does not link Python; outside a Python process it does nothing. Needs the GIL, as every
  * capsule destructor runs with. Written in C so that it also runs while a consumer's exception is pending. */
 MAPLOC_C_EXPORT void maploc_dlpack_capsule_destructor(void* capsule);
-#if MAPLOC_C_DLPACK_VERSIONED
+/* Tensor `index` as DLPack 1.0's DLManagedTensorVersioned (the ABI the DLPack 1.x header defines; under
+ * an older header the struct is incomplete here: pass it on, e.g. in a "dltensor_versioned" capsule):
+ * version 1.0, DLPACK_FLAG_BITMASK_READ_ONLY (1) set unless the storage is writable, bool as kDLBool (6),
+ * strides always set; the caller releases it through its deleter. Errors as maploc_loaded_dlpack. */
+struct DLManagedTensorVersioned;
 MAPLOC_C_EXPORT int maploc_loaded_dlpack_versioned(const maploc_loaded* loaded, size_t index,
-                                                   DLManagedTensorVersioned** out);
+                                                   struct DLManagedTensorVersioned** out);
 /* maploc_dlpack_capsule_destructor for "dltensor_versioned" capsules (DLPack >= 1.0 consumers). */
 MAPLOC_C_EXPORT void maploc_dlpack_versioned_capsule_destructor(void* capsule);
-#endif
 
 /* --- the object tree (what torch.load returns, inertly) --- */
 /* Opens a checkpoint held in memory (a copy of the `size` bytes is kept: the caller may free them);

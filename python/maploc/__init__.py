@@ -230,8 +230,8 @@ class Tensor:
                    dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
         """A DLPack capsule of the tensor, zero-copy (the array API standard's protocol).
 
-        max_version >= (1, 0) gives a "dltensor_versioned" capsule where libmaploc.so was built with a
-        DLPack >= 1.0 header, the 0.x "dltensor" capsule otherwise (as the protocol allows). copy=True and
+        max_version >= (1, 0) gives a "dltensor_versioned" capsule (DLPack 1.0: read-only flag, bool as
+        kDLBool), the 0.x "dltensor" capsule otherwise (as the protocol allows). copy=True and
         a dl_device other than the tensor's raise BufferError (maploc.DLPackError): maploc exports the
         placement it made; load with map_location= to place it elsewhere. copy=False and copy=None export
         without a copy. stream: maploc's loads are complete when load() returns, so no wait is needed.

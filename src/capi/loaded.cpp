@@ -1,6 +1,8 @@
 // loaded.cpp - the C API's loaded checkpoints: load with a SPEC, list placements, move, hash, export DLPack.
 #include <dlfcn.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -38,6 +40,43 @@ remap::Device device_of_spelling(const char* spelling) {
   const std::vector<std::string> names;
   const remap::StorageRef ref{"(the device argument of maploc_loaded_to)", "", 0, "", names};
   return remap::decide({&ref, 1}, remap::MapLocation::all_to(spelling), remap::DeviceInventory::probe()).at(0);
+}
+
+// DLPack 1.0's DLManagedTensorVersioned, laid out as its ABI says (dlpack.h 1.x), whatever header this
+// build has: Debian's is 0.6. It wraps the 0.x export (manager_ctx), whose DLTensor it copies.
+struct VersionV1 {
+  std::uint32_t major;
+  std::uint32_t minor;
+};
+struct ManagedV1 {
+  VersionV1 version;
+  void* manager_ctx;
+  void (*deleter)(ManagedV1* self);
+  std::uint64_t flags;
+  DLTensor dl_tensor;
+};
+#if defined(DLPACK_MAJOR_VERSION) && DLPACK_MAJOR_VERSION >= 1
+static_assert(sizeof(ManagedV1) == sizeof(DLManagedTensorVersioned) &&
+              offsetof(ManagedV1, dl_tensor) == offsetof(DLManagedTensorVersioned, dl_tensor));
+#endif
+constexpr std::uint64_t kReadOnlyV1 = 1;  // DLPACK_FLAG_BITMASK_READ_ONLY
+constexpr std::uint8_t kBoolV1 = 6;       // kDLBool (DLPack >= 0.8)
+
+ManagedV1* dlpack_v1(const remap::Loaded& loaded, std::size_t index) {
+  DLManagedTensor* inner = remap::to_dlpack(loaded, index);
+  auto v1 = std::make_unique<ManagedV1>();
+  v1->version = {1, 0};
+  v1->manager_ctx = inner;
+  v1->deleter = [](ManagedV1* self) {
+    auto* wrapped = static_cast<DLManagedTensor*>(self->manager_ctx);
+    if (wrapped->deleter != nullptr) wrapped->deleter(wrapped);
+    delete self;
+  };
+  v1->dl_tensor = inner->dl_tensor;  // shape and strides stay the inner export's, alive as long as it
+  const auto& t = loaded.tensors()[index];
+  if (t.dtype == torch::DType::kBool) v1->dl_tensor.dtype = {kBoolV1, 8, 1};
+  v1->flags = loaded.storages()[*t.storage].writable ? 0 : kReadOnlyV1;
+  return v1.release();
 }
 
 }  // namespace
@@ -187,13 +226,12 @@ void maploc_dlpack_capsule_destructor(void* capsule) {
   maploc_dlpack_free(static_cast<DLManagedTensor*>(get_pointer(capsule, "dltensor")));
 }
 
-#if MAPLOC_C_DLPACK_VERSIONED
 int maploc_loaded_dlpack_versioned(const maploc_loaded* loaded, size_t index, DLManagedTensorVersioned** out) {
   return guarded([&] {
     const auto& l = loaded_of(loaded);
     capi::require(out, "the output pointer");
     *out = nullptr;
-    *out = remap::to_dlpack_versioned(l.loaded, index);
+    *out = reinterpret_cast<DLManagedTensorVersioned*>(dlpack_v1(l.loaded, index));
   });
 }
 
@@ -204,9 +242,8 @@ void maploc_dlpack_versioned_capsule_destructor(void* capsule) {
   static const auto get_pointer = reinterpret_cast<GetPointer>(::dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
   if (capsule == nullptr || is_valid == nullptr || get_pointer == nullptr) return;
   if (is_valid(capsule, "dltensor_versioned") == 0) return;  // consumed ("used_dltensor_versioned")
-  auto* t = static_cast<DLManagedTensorVersioned*>(get_pointer(capsule, "dltensor_versioned"));
+  auto* t = static_cast<ManagedV1*>(get_pointer(capsule, "dltensor_versioned"));
   if (t != nullptr && t->deleter != nullptr) t->deleter(t);
 }
-#endif
 
 }  // extern "C"

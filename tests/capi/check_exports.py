@@ -70,7 +70,7 @@ def scan(text, names):
 
 def c_api(include_dir):
     """(required, conditional): the MAPLOC_C_EXPORT functions of maploc_c.h; conditional ones are declared
-    under an #if of what the build found (maploc_loaded_dlpack_versioned: DLPack >= 1.0), so may be absent."""
+    under an #if of what the build found, so may be absent (none is today)."""
     required, conditional, stack = set(), set(), []
     with open(os.path.join(include_dir, "maploc", "maploc_c.h")) as fh:
         text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), fh.read(), flags=re.S)

@@ -180,6 +180,41 @@ class ModuleTest(unittest.TestCase):
                        {"dl_device": (1, 0)}, {"stream": None}):
             self.assertIn(type(t.__dlpack__(**kwargs)).__name__, ("PyCapsule",))
 
+    def test_dlpack_versioned_capsule(self):
+        """max_version >= (1, 0): a "dltensor_versioned" capsule holding DLPack 1.0's struct (version 1.0,
+        read-only flag on a mapped view, bool as kDLBool, strides set); below: the 0.x "dltensor"."""
+        import ctypes
+        api = ctypes.pythonapi
+        api.PyCapsule_GetName.restype = ctypes.c_char_p
+        api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+        class Managed(ctypes.Structure):  # DLManagedTensorVersioned up to dl_tensor's dtype and shape
+            _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("ctx", ctypes.c_void_p),
+                        ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("data", ctypes.c_void_p),
+                        ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                        ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                        ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p)]
+        tensors = maploc.tensors(fixture("checkpoints", "dtypes.t113.pt"), map_location="cpu", writable=False)
+        flag = tensors["bool"]
+        self.assertEqual(api.PyCapsule_GetName(flag.__dlpack__()), b"dltensor")
+        self.assertEqual(api.PyCapsule_GetName(flag.__dlpack__(max_version=(0, 8))), b"dltensor")
+        capsule = flag.__dlpack__(max_version=(1, 0))
+        self.assertEqual(api.PyCapsule_GetName(capsule), b"dltensor_versioned")
+        m = Managed.from_address(api.PyCapsule_GetPointer(capsule, b"dltensor_versioned"))
+        self.assertEqual((m.major, m.minor), (1, 0))
+        self.assertEqual(m.flags & 1, 1)  # a read-only view of the file's pages (writable=False)
+        writable = maploc.tensors(fixture("checkpoints", "dtypes.t113.pt"), writable=True)["bool"]
+        w = Managed.from_address(api.PyCapsule_GetPointer(keep := writable.__dlpack__(max_version=(1, 0)),
+                                                          b"dltensor_versioned"))
+        self.assertEqual(w.flags & 1, 0)
+        del keep
+        self.assertEqual((m.code, m.bits, m.lanes), (6, 8, 1))  # kDLBool
+        self.assertEqual(m.ndim, len(flag.shape))
+        self.assertTrue(m.strides)
+        del capsule  # never consumed: the capsule's destructor releases the export
+
     def test_public_names_have_docstrings(self):
         for name in maploc.__all__:
             self.assertTrue(getattr(maploc, name).__doc__, name)
