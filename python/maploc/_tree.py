@@ -145,9 +145,35 @@ class Decoder:
             if new:
                 memo.append(v)
             self.mutables.append(v)
+            value = self.value
+            tensors = self.tensors
             for _ in range(self._u32()):
-                k = self.value()
-                v[k] = self.value()
+                # A state_dict's entries inline: a string key and a tensor value (memoised or not) are read
+                # here, anything else by value().
+                pos = self.pos
+                t = buf[pos]
+                if t & 0x7F == 0x73:  # 's'
+                    n = _U32(buf, pos + 1)[0]
+                    pos += 5
+                    k = buf[pos:pos + n].decode("utf-8", "surrogatepass")
+                    self.pos = pos = pos + n
+                    if t & _NEW:
+                        memo.append(k)
+                else:
+                    k = value()
+                    pos = self.pos
+                t = buf[pos]
+                if t & 0x7F == 0x58:  # 'X'
+                    index = _U32(buf, pos + 1)[0]
+                    self.pos = pos + 5
+                    x = tensors.get(index)
+                    if x is None:
+                        x = tensors[index] = self.make_tensor(index)
+                    if t & _NEW:
+                        memo.append(x)
+                else:
+                    x = value()
+                v[k] = x
             return v
         elif tag == 0x6C:  # 'l'
             v = []

@@ -114,6 +114,31 @@ class _Builder:
         self.get = _capi.lib.maploc_loaded_tensor
         self.handle = loaded.handle
         self.held = None
+        self.infos = None   # every tensor's maploc_tensor_info, unpacked once (the fast path's pre-pass)
+        self.uses = None    # storage index -> how many tensors view it
+        self.storage_raw = _capi.StorageInfo()
+        self.storage_ref = _ctypes.byref(self.storage_raw)
+        self.get_storage = _capi.lib.maploc_loaded_storage
+        self.export = _capi.lib.maploc_loaded_dlpack
+        self.managed = _ctypes.c_void_p()
+        self.managed_ref = _ctypes.byref(self.managed)
+
+    def _scan(self):
+        """Reads every tensor's struct once (one ctypes call and one struct.unpack each) and counts the tensors
+        of each storage: a tensor alone on its storage and covering it exactly is exported by itself."""
+        get, handle, raw, raw_ref = self.get, self.handle, self.raw, self.raw_ref
+        infos = []
+        uses = {}
+        for index in range(_capi.lib.maploc_loaded_tensor_count(handle)):
+            code = get(handle, index, raw_ref)
+            if code:
+                infos.append(None)   # the general way raises the error where the tree asks for it
+                continue
+            info = _INFO_UNPACK(raw)
+            infos.append(info)
+            storage = info[7]
+            uses[storage] = uses.get(storage, 0) + 1
+        self.infos, self.uses = infos, uses
 
     def _string(self, address):
         s = self.strings.get(address)
@@ -123,40 +148,74 @@ class _Builder:
 
     def fast(self, index):
         """The common tensor (dense, placed, no conj/neg bits) from one snapshot of the C struct: one ctypes
-        call and one struct.unpack instead of a dozen ctypes field reads; None sends it the general way."""
-        code = self.get(self.handle, index, self.raw_ref)
-        if code:
-            _capi.check(code)
+        call and one struct.unpack instead of a dozen ctypes field reads; others go the general way."""
+        infos = self.infos
+        if infos is None:
+            self._scan()
+            infos = self.infos
+        info = infos[index] if index < len(infos) else None
+        if info is None:
+            return self.general(index)
         (_, dtype, kind, ndim, shape, stride, offset, storage, requires_grad, conj, neg, _, _, data,
-         parameter) = _INFO_UNPACK(self.raw)
+         parameter) = info
         if not data or conj or neg or storage < 0 or not kind \
                 or (self.strings.get(kind) or self._string(kind)) != "dense":
-            return None
+            return self.general(index)
         dt = _DTYPES.get(self.strings.get(dtype) or self._string(dtype))
         if dt is None:
-            return None
-        if ndim:
-            unpack = _I64N.get(ndim)
-            if unpack is None:
-                unpack = _I64N[ndim] = _struct.Struct(f"@{ndim}q").unpack
-            if not stride:
-                return None
-            size = 8 * ndim
-            sizes = unpack(_ctypes.string_at(shape, size))
-            if 0 in sizes:
-                return None   # empty tensors the general way (a storage of no bytes has nothing to export)
-            strides = unpack(_ctypes.string_at(stride, size))
-        else:
-            sizes = strides = ()
-        base = self.bases.get(storage)
-        if base is None:
-            base = self.bases[storage] = _torch.utils.dlpack.from_dlpack(self.loaded.storage_dlpack(storage))
-        t = (base.view(dt) if dt is not _torch.uint8 else base).as_strided(sizes, strides, offset)
+            return self.general(index)
+        t = None
+        if not offset and self.uses[storage] == 1 and (stride or not ndim):
+            # Alone on its storage: when it is contiguous and covers the storage's bytes exactly, its own
+            # DLPack export gives torch the same storage (pointer, bytes) and geometry as the storage-wide
+            # export followed by view(dtype) and as_strided: one torch call instead of three, and no read of
+            # its shape and strides here (torch reads them from the export; checked on the result).
+            itemsize = _EXACT.get(dt)
+            if itemsize is not None and self.get_storage(self.handle, storage, self.storage_ref) == 0:
+                nbytes = self.storage_raw.nbytes
+                if nbytes:
+                    t = self._own(index, dt, itemsize, nbytes)
+        if t is None:
+            if ndim:
+                unpack = _I64N.get(ndim)
+                if unpack is None:
+                    unpack = _I64N[ndim] = _struct.Struct(f"@{ndim}q").unpack
+                if not stride:
+                    return self.general(index)
+                size = 8 * ndim
+                sizes = unpack(_ctypes.string_at(shape, size))
+                if 0 in sizes:
+                    # empty tensors the general way (a storage of no bytes has nothing to export)
+                    return self.general(index)
+                strides = unpack(_ctypes.string_at(stride, size))
+            else:
+                sizes = strides = ()
+            base = self.bases.get(storage)
+            if base is None:
+                base = self.bases[storage] = _FROM_DLPACK(self.loaded.storage_dlpack(storage))
+            t = (base.view(dt) if dt is not _torch.uint8 else base).as_strided(sizes, strides, offset)
         if parameter:
             return _torch.nn.Parameter(t, requires_grad=bool(requires_grad))
         if requires_grad:
             t.requires_grad_(True)
         return t
+
+    def _own(self, index, dt, itemsize, nbytes):
+        """Tensor `index` by its own DLPack export (0.x capsule) when torch makes of it a contiguous tensor of
+        dtype `dt` spanning exactly `nbytes` (then its storage is the file storage's bytes, as the storage-wide
+        way gives), else None (the storage-wide way then decides)."""
+        if self.export(self.handle, index, self.managed_ref) != 0:
+            return None
+        managed = self.managed.value
+        try:
+            capsule = _NEW_CAPSULE(managed, _DLTENSOR, _DESTRUCTOR)
+        except BaseException:
+            _capi.lib.maploc_dlpack_free(managed)
+            raise
+        t = _FROM_DLPACK(capsule)
+        if t.dtype is dt and t.is_contiguous() and t.numel() * itemsize == nbytes:
+            return t
+        return None
 
     def base(self, storage, device, numel):
         b = self.bases.get(storage)
@@ -322,9 +381,9 @@ class _Builder:
                                device=_capi.text(e.device) or info.device, requires_grad=info.requires_grad)
 
     def tensor(self, index):
-        t = self.fast(index) if _INFO_UNPACK is not None else None
-        if t is not None:
-            return t
+        return self.fast(index) if _INFO_UNPACK is not None else self.general(index)
+
+    def general(self, index):
         info = self.info(index)
         if info.kind in _SPARSE:
             return self.sparse(index, info)
@@ -365,6 +424,17 @@ class _Info:
 
 
 _TEXT = {}
+
+# dtypes a 0.x DLPack capsule carries to every torch this package supports as themselves (not bool: Debian's
+# DLPack 0.6 has no kDLBool, the capsule says uint8; not the unsigned 16-64 bit ones: torch < 2.3 refuses
+# them), with their sizes: the dtypes for which the fast path exports a tensor by itself.
+_EXACT = {getattr(_torch, name): size for name, size in (
+    ("float64", 8), ("float32", 4), ("float16", 2), ("bfloat16", 2), ("complex64", 8), ("complex128", 16),
+    ("int64", 8), ("int32", 4), ("int16", 2), ("int8", 1), ("uint8", 1))}
+_FROM_DLPACK = getattr(_torch._C, "_from_dlpack", None) or _torch.utils.dlpack.from_dlpack
+_NEW_CAPSULE = _maploc._API.PyCapsule_New
+_DLTENSOR = _maploc._DLTENSOR
+_DESTRUCTOR = _maploc._DESTRUCTOR
 
 # maploc_tensor_info as native struct fields (C layout and alignment, as ctypes lays out _capi.TensorInfo):
 # name, dtype, kind, ndim, shape, stride, storage_offset, storage, requires_grad, conj, neg, location,
@@ -420,7 +490,8 @@ def load(f: _maploc.FileLike, map_location: _maploc.MapLocation = None, *, weigh
     collecting = _gc.isenabled()
     _gc.disable()
     try:
-        return _maploc._tree_of(checkpoint, builder.tensor, _global_value, _call)
+        return _maploc._tree_of(checkpoint, builder.fast if _INFO_UNPACK is not None else builder.tensor,
+                                _global_value, _call)
     finally:
         if collecting:
             _gc.enable()
