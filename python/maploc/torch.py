@@ -102,7 +102,8 @@ def _untyped(t):
 class _Builder:
     """torch.Tensors over one load: each storage exported once by DLPack (a 1-D uint8 tensor over its
     placed bytes), each tensor a dtype view of it with the file's geometry, so tensors that share a storage
-    share one torch storage (same untyped_storage().data_ptr())."""
+    share one torch storage (same untyped_storage().data_ptr()). A tensor alone on its storage, contiguous
+    and covering all of its bytes is exported by itself instead (the same torch storage, one torch call)."""
 
     def __init__(self, loaded):
         self.loaded = loaded
