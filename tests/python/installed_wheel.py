@@ -74,8 +74,8 @@ def main():
     with open(record) as f:
         files = sorted(p for p in (line.split(",")[0] for line in f)   # less pip's own byte-compiled files
                        if not p.startswith("maploc-") and "/__pycache__/" not in p)
-    assert files == ["maploc/__init__.py", "maploc/_capi.py", "maploc/_tree.py", "maploc/libmaploc.so",
-                     "maploc/py.typed", "maploc/torch.py"], files
+    assert files == ["maploc/__init__.py", "maploc/_capi.py", "maploc/_torch_load.py", "maploc/_tree.py",
+                     "maploc/libmaploc.so", "maploc/py.typed", "maploc/torch.py"], files
     assert not os.path.exists(os.path.join(build, "tests")), "the wheel build configured the tests"
     assert not os.path.exists(os.path.join(build, "bench")), "the wheel build configured the benchmarks"
 

@@ -28,6 +28,17 @@ class ModuleTest(unittest.TestCase):
     def test_import_needs_no_torch(self):
         self.assertNotIn("torch", sys.modules)
         self.assertRegex(maploc.version(), r"^\d+\.\d+\.\d+$")
+        # maploc.torch imports torch on first use only: `import maploc.torch` works where torch is missing
+        # (here: made unimportable in a child interpreter), and its load() then says what is missing.
+        import subprocess
+        child = ("import sys; sys.modules['torch'] = None\n"
+                 "import maploc.torch\n"
+                 "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+                 "try:\n    maploc.torch.load(sys.argv[1])\nexcept ImportError as e:\n    print(e)\n")
+        out = subprocess.run([sys.executable, "-c", child, fixture("checkpoints", "gpu_tagged.t113.pt")],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("maploc.torch needs torch", out.stdout)
 
     def test_ls_lists_torch_geometry_and_tags(self):
         want = manifest("gpu_tagged.t113.pt")["tensors"]
