@@ -79,6 +79,19 @@ ManagedV1* dlpack_v1(const remap::Loaded& loaded, std::size_t index) {
   return v1.release();
 }
 
+// The pointer a PyCapsule still named `name` holds, or null: consumed (renamed "used_..."; the consumer
+// owns the tensor), or no Python in this process. Python's own functions are found once in the running
+// interpreter, so libmaploc.so does not link Python.
+void* unconsumed_capsule(void* capsule, const char* name) {
+  using IsValid = int (*)(void*, const char*);
+  using GetPointer = void* (*)(void*, const char*);
+  static const auto is_valid = reinterpret_cast<IsValid>(::dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
+  static const auto get_pointer = reinterpret_cast<GetPointer>(::dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
+  if (capsule == nullptr || is_valid == nullptr || get_pointer == nullptr) return nullptr;
+  if (is_valid(capsule, name) == 0) return nullptr;
+  return get_pointer(capsule, name);
+}
+
 }  // namespace
 
 extern "C" {
@@ -216,14 +229,7 @@ void maploc_dlpack_free(DLManagedTensor* t) {
 }
 
 void maploc_dlpack_capsule_destructor(void* capsule) {
-  using IsValid = int (*)(void*, const char*);
-  using GetPointer = void* (*)(void*, const char*);
-  // Python's own functions, found once in the running interpreter (null outside Python).
-  static const auto is_valid = reinterpret_cast<IsValid>(::dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
-  static const auto get_pointer = reinterpret_cast<GetPointer>(::dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
-  if (capsule == nullptr || is_valid == nullptr || get_pointer == nullptr) return;
-  if (is_valid(capsule, "dltensor") == 0) return;  // consumed ("used_dltensor"): the consumer owns it
-  maploc_dlpack_free(static_cast<DLManagedTensor*>(get_pointer(capsule, "dltensor")));
+  if (auto* t = static_cast<DLManagedTensor*>(unconsumed_capsule(capsule, "dltensor"))) maploc_dlpack_free(t);
 }
 
 int maploc_loaded_dlpack_versioned(const maploc_loaded* loaded, size_t index, DLManagedTensorVersioned** out) {
@@ -236,13 +242,7 @@ int maploc_loaded_dlpack_versioned(const maploc_loaded* loaded, size_t index, DL
 }
 
 void maploc_dlpack_versioned_capsule_destructor(void* capsule) {
-  using IsValid = int (*)(void*, const char*);
-  using GetPointer = void* (*)(void*, const char*);
-  static const auto is_valid = reinterpret_cast<IsValid>(::dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
-  static const auto get_pointer = reinterpret_cast<GetPointer>(::dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
-  if (capsule == nullptr || is_valid == nullptr || get_pointer == nullptr) return;
-  if (is_valid(capsule, "dltensor_versioned") == 0) return;  // consumed ("used_dltensor_versioned")
-  auto* t = static_cast<ManagedV1*>(get_pointer(capsule, "dltensor_versioned"));
+  auto* t = static_cast<ManagedV1*>(unconsumed_capsule(capsule, "dltensor_versioned"));
   if (t != nullptr && t->deleter != nullptr) t->deleter(t);
 }
 
