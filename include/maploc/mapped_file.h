@@ -40,6 +40,13 @@ class RangeSource {
   /// Makes every range present, fetching what is missing (several requests in flight). Raises
   /// the kRemote* codes on failure. Thread-safe.
   virtual void ensure(std::span<const ByteRange> ranges) const = 0;
+  /// Reads [offset, offset + length) straight into `out`, never into the file's own bytes: one
+  /// ranged request (or a copy when every byte is present already). For loaders that stream a
+  /// storage to its destination with their own threads; read_parallel() of them at once fill the
+  /// link. Raises the kRemote* codes. Thread-safe.
+  virtual void read(std::uint64_t offset, std::uint64_t length, std::uint8_t* out) const = 0;
+  /// How many read() calls a loader should keep in flight.
+  virtual unsigned read_parallel() const = 0;
   virtual RemoteTransfer transfer() const = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -56,6 +57,11 @@ struct Piece {
 // raise SIGBUS, so the caller raises an error instead of copying from them.
 bool fill_piece(const HostFill& f, const Piece& p, int fd) {
   std::uint8_t* dst = f.dst + p.off;
+  if (f.read) {
+    f.read(p.off, p.n, dst);
+    if (f.swap_unit > 1) maploc::detail::copy_swapped(dst, dst, static_cast<std::size_t>(p.n), f.swap_unit);
+    return true;
+  }
   std::uint64_t done = 0;
   if (fd >= 0 && f.file_offset >= 0 && f.swap_unit <= 1 && f.src.size() >= kPreadMin) {
     while (done < p.n) {
@@ -274,7 +280,7 @@ void fill_host(std::span<const HostFill> fills, int fd, unsigned threads, maploc
   std::vector<Piece> pieces;
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < fills.size(); ++i) {
-    const std::uint64_t n = fills[i].src.size();
+    const std::uint64_t n = fills[i].size();
     const std::uint64_t unit = std::max<std::uint64_t>(1, fills[i].swap_unit);
     const std::uint64_t piece = kPiece / unit * unit;  // never split an element
     for (std::uint64_t off = 0; off < n; off += piece) pieces.push_back({i, off, std::min(piece, n - off)});
@@ -286,7 +292,9 @@ void fill_host(std::span<const HostFill> fills, int fd, unsigned threads, maploc
   // stays a SIGBUS for smaller ones (docs/security.md).
   std::uint64_t needed = 0;
   for (const HostFill& f : fills) {
-    if (f.file_offset >= 0) needed = std::max(needed, static_cast<std::uint64_t>(f.file_offset) + f.src.size());
+    if (f.file_offset >= 0 && !f.read) {
+      needed = std::max(needed, static_cast<std::uint64_t>(f.file_offset) + f.src.size());
+    }
   }
   if (fd >= 0) {
     struct stat st {};
@@ -296,12 +304,22 @@ void fill_host(std::span<const HostFill> fills, int fd, unsigned threads, maploc
   }
   // Largest pieces first, so that no thread is left with a big one at the end.
   std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.n > b.n; });
-  std::atomic<bool> shrank{false};
+  std::atomic<bool> shrank{false}, failed{false};
+  std::exception_ptr error;  // the first read() that failed (a URL source)
+  std::mutex error_mutex;
   for_each_piece(pieces.size(), total, threads, [&](std::size_t k) {
-    if (shrank.load(std::memory_order_relaxed)) return;
-    if (!fill_piece(fills[pieces[k].fill], pieces[k], fd)) shrank.store(true);
+    if (shrank.load(std::memory_order_relaxed) || failed.load(std::memory_order_relaxed)) return;
+    try {
+      if (!fill_piece(fills[pieces[k].fill], pieces[k], fd)) shrank.store(true);
+    } catch (...) {  // never out of a worker thread: raised below
+      const std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed.store(true);
+      return;
+    }
     if (meter != nullptr) meter->add(pieces[k].n);
   });
+  if (error) std::rethrow_exception(error);
   if (shrank.load()) {
     struct stat st {};
     file_shrank(::fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0, needed);

@@ -53,7 +53,7 @@ constexpr std::uint64_t host_arena_slice(std::uint64_t nbytes) { return (nbytes 
 PlacedStorage host_copy(const Bytes& raw, std::size_t swap_unit, const std::shared_ptr<DeviceBackend>& pinned,
                         const std::string& who);
 
-/// One destination of fill_host(): `src.size()` bytes to `dst`.
+/// One destination of fill_host(): size() bytes to `dst`.
 struct HostFill {
   std::uint8_t* dst = nullptr;
   Bytes src;                  ///< the bytes as on disk (a view of the mapping, or inflated)
@@ -61,6 +61,12 @@ struct HostFill {
   /// Offset of src's first byte in the file behind `fd`, or -1 when src is
   /// not a plain range of the file (inflated records): then it is copied.
   std::int64_t file_offset = -1;
+  /// Instead of `src`: produces bytes [offset, offset + n) (of `read_size` in all) straight into
+  /// the destination (a storage streamed from a URL, remote_reads.h); `swap_unit` still applies.
+  std::function<void(std::uint64_t offset, std::uint64_t n, std::uint8_t* out)> read{};
+  std::uint64_t read_size = 0;
+
+  std::uint64_t size() const { return read ? read_size : src.size(); }
 };
 
 /// Fills every destination, in parallel on up to `threads` threads when
@@ -70,6 +76,7 @@ struct HostFill {
 /// A.10); the rest are copied (and swapped) from `src`. A failed pread falls
 /// back to copying from `src`. `fd` < 0: copies only. kIoRead, not SIGBUS, when
 /// the file behind `fd` is shorter than the ranges (truncated after mapping).
+/// A fill's `read` failing stops the rest and its error is raised.
 void fill_host(std::span<const HostFill> fills, int fd, unsigned threads,
                maploc::detail::ProgressMeter* meter = nullptr);
 

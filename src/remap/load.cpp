@@ -14,6 +14,7 @@
 #include "maploc/remap/plan.h"
 #include "host_memory.h"
 #include "load_slice.h"
+#include "remote_reads.h"
 #include "storage_names.h"
 #include "upload.h"
 #include "support/flat_index.h"
@@ -85,24 +86,38 @@ std::int64_t file_offset_of(const torch::Checkpoint& checkpoint, const torch::St
   return static_cast<std::int64_t>(s.file_offset);
 }
 
+// Whether storage i placed on the host gets its own copy (not a view of the file).
+bool host_copies(const torch::Checkpoint& checkpoint, std::size_t i, const LoadOptions& options,
+                 const std::optional<Bytes>& cow) {
+  const torch::Storage& s = checkpoint.storages()[i];
+  if (options.host == HostMemory::kPinned || options.host == HostMemory::kOwnedCopy || swap_unit_for(checkpoint, s) > 1) {
+    return true;
+  }
+  return options.writable && !(cow && !s.compressed && s.file_offset <= cow->size() && s.nbytes <= cow->size() - s.file_offset);
+}
+
 // Places storage i on the host. Copies get their buffer now and a HostFill
-// for fill_host(), which reads them all at once after every allocation.
+// for fill_host(), which reads them all at once after every allocation;
+// `stream` (a URL source) reads a copy's bytes instead of the file's.
 template <class Names>
 PlacedStorage place_on_host(const torch::Checkpoint& checkpoint, std::size_t i, const LoadOptions& options,
                             const std::optional<Bytes>& cow, Names& names, std::vector<detail::HostFill>& fills,
-                            detail::HostArena& arena) {
+                            detail::HostArena& arena, const detail::StorageReader& stream) {
   const torch::Storage& s = checkpoint.storages()[i];
   const std::size_t unit = swap_unit_for(checkpoint, s);
-  const Bytes raw = checkpoint.storage_bytes(i);
-  const bool copy = options.host == HostMemory::kPinned || options.host == HostMemory::kOwnedCopy || unit > 1;
-  if (!copy && !options.writable) return detail::host_view(raw);
-  if (!copy && cow && !s.compressed && s.file_offset <= cow->size() && s.nbytes <= cow->size() - s.file_offset) {
+  if (!host_copies(checkpoint, i, options, cow)) {
+    const Bytes raw = checkpoint.storage_bytes(i);
+    if (!options.writable) return detail::host_view(raw);
     return detail::host_cow_view(*cow, s.file_offset, s.nbytes);
   }
+  const Bytes raw = stream ? Bytes() : checkpoint.storage_bytes(i);
+  const std::uint64_t n = stream ? s.nbytes : raw.size();
   const std::string who = detail::describe_storage(s, names(i));
   const bool in_arena = options.host == HostMemory::kOwnedCopy || options.host == HostMemory::kPinned;
-  PlacedStorage placed = in_arena ? detail::host_allocate(arena, raw.size(), who) : detail::host_allocate(raw.size(), nullptr, who);
-  if (!raw.empty()) {
+  PlacedStorage placed = in_arena ? detail::host_allocate(arena, n, who) : detail::host_allocate(n, nullptr, who);
+  if (stream && n != 0) {
+    fills.push_back({static_cast<std::uint8_t*>(placed.data), Bytes(), unit, -1, stream, n});
+  } else if (!raw.empty()) {
     fills.push_back({static_cast<std::uint8_t*>(placed.data), raw, unit, file_offset_of(checkpoint, s, raw)});
   }
   return placed;
@@ -187,7 +202,6 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
   return maploc::detail::guard_memory(Stage::kRemap, checkpoint.path(), [&] {
     if (options.strict) require_complete(checkpoint);
     if (options.slice) return load_sliced(checkpoint, options);
-    checkpoint.prefetch();  // a URL source: every storage now, several ranged requests in flight
     const DeviceInventory& inventory = options.inventory ? *options.inventory : DeviceInventory::probe();
     if (options.host == HostMemory::kPinned && !inventory.cuda_built) {
       throw Error(ErrorCode::kRemapCudaNotBuilt, Stage::kRemap,
@@ -241,7 +255,22 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     Arenas arenas;
     if (any_cuda && options.cuda.arena) arenas = make_arenas(checkpoint, plan, inventory);
     std::optional<Bytes> cow;
-    if (options.writable && options.host == HostMemory::kMappedView) cow = copy_on_write_mapping(checkpoint);
+    if (options.writable && options.host == HostMemory::kMappedView && !checkpoint.remote_transfer()) {
+      cow = copy_on_write_mapping(checkpoint);
+    }
+    // A URL source: copies and uploads stream their storages straight to their destination; the
+    // rest (views of the object, deflated records) are fetched now, several requests in flight.
+    std::vector<bool> stream_wanted(storages.size(), false);
+    for (std::size_t i = 0; i < storages.size(); ++i) {
+      stream_wanted[i] = plan.targets[i].kind == Device::Kind::kCuda ||
+                         (plan.targets[i].kind == Device::Kind::kCpu && host_copies(checkpoint, i, options, cow));
+    }
+    const detail::RemoteReads streams = detail::remote_reads(checkpoint, stream_wanted);
+    std::vector<std::size_t> fetch_now;
+    for (std::size_t i : streams.others) {
+      if (plan.targets[i].kind != Device::Kind::kMeta) fetch_now.push_back(i);
+    }
+    checkpoint.prefetch(fetch_now);
 
     // Private copies on the host share one mapping in huge pages (host_memory.h, HostArena);
     // pinned copies share one page-locked allocation (one cudaHostAlloc, not one per storage).
@@ -267,7 +296,7 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
           placed.nbytes = s.nbytes;
           break;
         case Device::Kind::kCpu:
-          placed = place_on_host(checkpoint, i, options, cow, names, fills, arena);
+          placed = place_on_host(checkpoint, i, options, cow, names, fills, arena, streams.readers[i]);
           break;
         case Device::Kind::kCuda: {
           // Built only here: a mapped view never names its storage, and W1 has 30,000 of them.
@@ -282,6 +311,11 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
           } else {
             placed.owner = detail::device_allocate(inventory.backend, target.index, s.nbytes, &placed.data, who);
           }
+          if (streams.readers[i]) {
+            jobs.push_back({Bytes(), -1, swap_unit_for(checkpoint, s), placed.data, target.index, who, streams.readers[i],
+                            s.nbytes});
+            break;
+          }
           const Bytes raw = checkpoint.storage_bytes(i);
           const std::int64_t at = file_offset_of(checkpoint, s, raw);
           jobs.push_back({raw, at, swap_unit_for(checkpoint, s), placed.data, target.index, who});
@@ -290,12 +324,12 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
       }
     }
     std::uint64_t to_copy = 0;
-    for (const auto& f : fills) to_copy += f.src.size();
-    for (const auto& j : jobs) to_copy += j.source.size();
+    for (const auto& f : fills) to_copy += f.size();
+    for (const auto& j : jobs) to_copy += j.size();
     maploc::detail::ProgressMeter meter(options.progress, to_copy);
     if (!fills.empty()) {
       const FileForReads file(checkpoint, fills);
-      detail::fill_host(fills, file.fd(), host_threads_of(options), &meter);
+      detail::fill_host(fills, file.fd(), std::max(host_threads_of(options), streams.parallel), &meter);
     }
     if (options.populate && options.host == HostMemory::kMappedView) {
       detail::populate_host(out.storages_, host_threads_of(options),
@@ -303,7 +337,9 @@ Loaded load(const torch::Checkpoint& checkpoint, const LoadOptions& options) {
     }
     if (!jobs.empty()) {
       const FileForReads file(checkpoint, jobs);
-      detail::upload(*inventory.backend, jobs, file.fd(), options.cuda,
+      CudaOptions cuda = options.cuda;  // a URL source: as many readers as requests to keep in flight
+      cuda.reader_threads = std::max(cuda.reader_threads, streams.parallel);
+      detail::upload(*inventory.backend, jobs, file.fd(), cuda,
                      options.cuda.arena ? detail::Destinations::kOwnArena : detail::Destinations::kSeparate, &meter);
     }
     return out;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -308,6 +309,9 @@ class Readers {
         fill(op, buffer);
       } catch (const Error& e) {
         failed = e;
+      } catch (const std::bad_alloc&) {  // a reader's own buffer (a URL source's group, remote_reads.h)
+        failed = Error(ErrorCode::kRemapOutOfMemory, Stage::kRemap,
+                       "out of host memory while reading " + jobs_[op.job].who + " for the upload");
       }
       lock.lock();
       if (failed && !error_) {

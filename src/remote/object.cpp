@@ -241,6 +241,31 @@ void Object::ensure(std::span<const ByteRange> ranges, std::uint64_t merge_gap) 
   if (failure) std::rethrow_exception(failure);
 }
 
+void Object::read(std::uint64_t offset, std::uint64_t length, std::uint8_t* out) const {
+  const Impl& m = *impl_;
+  if (length == 0) return;
+  if (offset > m.pinned.size || length > m.pinned.size - offset) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kIo,
+                "bytes " + std::to_string(offset) + "+" + std::to_string(length) + " lie beyond the object's " +
+                    std::to_string(m.pinned.size) + " bytes",
+                std::nullopt, m.target.display);
+  }
+  bool present = false;
+  {
+    std::lock_guard lock(m.state_mutex);
+    present = m.present.covers(offset, offset + length);
+  }
+  if (present) {  // bytes present never change again
+    std::memcpy(out, m.base + offset, length);
+    return;
+  }
+  auto conn = m.take();
+  m.with_retries([&](Tally& t) { conn->get(offset, length, out, m.pinned, t); });
+  m.give(std::move(conn));
+}
+
+unsigned Object::read_parallel() const { return impl_->options.parallel; }
+
 RemoteTransfer Object::transfer() const {
   RemoteTransfer t;
   t.url = impl_->target.display;

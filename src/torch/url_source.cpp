@@ -161,12 +161,28 @@ std::optional<RemoteTransfer> Checkpoint::remote_transfer() const {
 }
 
 void Checkpoint::prefetch() const {
+  std::vector<std::size_t> all(state_->storages.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  prefetch(all);
+}
+
+void Checkpoint::prefetch(std::span<const std::size_t> storage_indexes) const {
   const State& st = *state_;
-  for (const Checkpoint& member : st.members) member.prefetch();  // a set read by URL: each shard
+  if (!st.members.empty()) {  // a set read by URL: each shard its own storages
+    std::vector<std::vector<std::size_t>> per(st.members.size());
+    for (std::size_t i : storage_indexes) {
+      if (i < st.storage_member.size()) per[st.storage_member[i]].push_back(st.storage_local[i]);
+    }
+    for (std::size_t m = 0; m < per.size(); ++m) {
+      if (!per[m].empty()) st.members[m].prefetch(per[m]);
+    }
+    return;
+  }
   if (!st.file.source) return;
   const std::uint8_t* base = st.file.bytes.data();
   std::vector<ByteRange> ranges;
-  for (std::size_t i = 0; i < st.storages.size(); ++i) {
+  for (std::size_t i : storage_indexes) {
+    if (i >= st.storages.size()) continue;
     const Storage& s = st.storages[i];
     if (s.view_of) continue;
     if (st.archive) {
@@ -177,6 +193,31 @@ void Checkpoint::prefetch() const {
     }
   }
   st.file.source->ensure(ranges);
+}
+
+std::optional<RemoteRange> Checkpoint::remote_range(std::size_t storage_index) const {
+  const State& st = *state_;
+  if (storage_index >= st.storages.size() || st.dcp) return std::nullopt;
+  if (!st.members.empty()) {
+    return st.members[st.storage_member[storage_index]].remote_range(st.storage_local[storage_index]);
+  }
+  const Storage& s = st.storages[storage_index];
+  if (!st.file.source || s.view_of || s.compressed || storage_index >= st.present_bytes.size() ||
+      st.present_bytes[storage_index] != s.nbytes) {
+    return std::nullopt;
+  }
+  const std::uint8_t* base = st.file.bytes.data();
+  std::uint64_t offset = 0;
+  if (st.archive) {
+    offset = s.file_offset;
+  } else if (storage_index < st.stream_bytes.size() && st.stream_bytes[storage_index].data() >= base &&
+             st.stream_bytes[storage_index].size() == s.nbytes) {
+    offset = static_cast<std::uint64_t>(st.stream_bytes[storage_index].data() - base);
+  } else {
+    return std::nullopt;
+  }
+  if (offset > st.file.bytes.size() || s.nbytes > st.file.bytes.size() - offset) return std::nullopt;
+  return RemoteRange{st.file.source, offset, s.nbytes};
 }
 
 }  // namespace maploc::torch

@@ -9,10 +9,12 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   flaky       the first request for each range answers 503 (retries pass)
   short1      the first ranged answer for each range sends half its body, then closes (retries pass)
   short       every ranged answer is short (retries are spent)
+  shortbig    every ranged answer of more than 512 KiB is short (opening passes, a load's data fails)
   reset1      the first request for each range is dropped without an answer (retries pass)
   wrongrange  every 206 names a Content-Range shifted by one byte
   norange     Range is ignored: 200 with the whole object
   replaced    after 3 requests the object has another ETag (If-Match fails: 412)
+  replacedbig  a request for more than 512 KiB finds another ETag (412): replaced between opening and loading
   loop        302 to itself, forever
   redirect    302 to /ok/<file>
   s3          path /s3/<bucket>/<file>: 403 unless the request carries a valid SigV4 signature for
@@ -33,6 +35,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ROOT = sys.argv[1]
 COUNTS = {}
 LOCK = threading.Lock()
+
+
+def requested_bytes(rng):
+    """The length a single first-last range asks for (0 for a suffix range or none)."""
+    m = re.fullmatch(r"bytes=(\d+)-(\d+)", rng.strip())
+    return int(m.group(2)) - int(m.group(1)) + 1 if m else 0
 
 
 def bump(key):
@@ -117,6 +125,8 @@ class Handler(BaseHTTPRequestHandler):
             "%a, %d %b %Y %H:%M:%S GMT")
         if mode == "flaky" and bump("flaky " + name + " " + self.headers.get("Range", "")) == 1:
             return self.fail(503)
+        if mode == "replacedbig" and requested_bytes(self.headers.get("Range", "")) > 512 << 10:
+            etag = '"replaced"'
         if_match = self.headers.get("If-Match")
         if if_match is not None and if_match != etag and if_match != "*":
             return self.fail(412)
@@ -156,7 +166,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if head:
             return
-        if mode == "short" or (mode == "short1" and bump(key) == 1):
+        if mode == "short" or (mode == "short1" and bump(key) == 1) or (mode == "shortbig" and len(body) > 512 << 10):
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True

@@ -66,6 +66,8 @@ class Object final : public RangeSource, public std::enable_shared_from_this<Obj
   void ensure(std::span<const ByteRange> ranges) const override;
   /// The same with another merge gap (the URL opener merges less: only what it reads counts).
   void ensure(std::span<const ByteRange> ranges, std::uint64_t merge_gap) const;
+  void read(std::uint64_t offset, std::uint64_t length, std::uint8_t* out) const override;
+  unsigned read_parallel() const override;
   RemoteTransfer transfer() const override;
 
   struct Impl;

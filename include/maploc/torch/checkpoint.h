@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,6 +79,13 @@ struct SetMember {
   std::size_t first_storage = 0, storage_count = 0;  ///< range in Checkpoint::storages()
   std::size_t first_tensor = 0, tensor_count = 0;    ///< range in Checkpoint::tensors()
   std::uint64_t file_bytes = 0; ///< size of the file
+};
+
+/// Where a storage's bytes lie in an object read by URL (Checkpoint::remote_range).
+struct RemoteRange {
+  std::shared_ptr<const RangeSource> source;
+  std::uint64_t offset = 0;  ///< of the storage's first byte in the object
+  std::uint64_t length = 0;  ///< the storage's bytes
 };
 
 /// Where a storage's bytes lie in a file on disk, unchanged (stored, not deflated or assembled).
@@ -242,6 +250,13 @@ class Checkpoint {
   /// requests in flight (storage_bytes() fetches the storage it is asked for on its own). A no-op
   /// for files. Raises the kRemote* codes.
   void prefetch() const;
+  /// prefetch() of the storages named only (indices into storages()).
+  void prefetch(std::span<const std::size_t> storage_indexes) const;
+  /// For a storage of a checkpoint opened from a URL whose bytes lie unchanged in the object
+  /// (a stored zip record, a safetensors tensor; not deflated, not a view, not a legacy or tar
+  /// stream read in full): where, so that a loader streams them to their destination with
+  /// RangeSource::read() instead of fetching them into the object's bytes. nullopt otherwise.
+  std::optional<RemoteRange> remote_range(std::size_t storage_index) const;
 
   struct State;  ///< implementation detail
 
