@@ -4,12 +4,17 @@
 Measures, on one checkpoint of about --gib GiB (torch.save of float32 tensors, made once with
 Debian's python3-torch into --work):
   * `maploc ls --json URL`: bytes and requests read, against the file's size;
-  * `maploc load --host copy URL`: wall time, against `curl -o` of the whole file followed by
-    `maploc load --host copy FILE`, and against the local load alone (warm page cache).
+  * `maploc load --host copy URL`: wall time and peak RSS, against `curl -o` of the whole file
+    followed by `maploc load --host copy FILE`, against the local load alone (warm page cache), and
+    against `curl -o /dev/null` (the loopback transfer alone: what any reader over HTTP pays);
+  * with --standin (the CUDA runtime stand-in, docs/cuda-standin.md): `maploc load --map-location
+    cuda:0` of the URL and of the file, peak RSS: the stand-in's device memory is host memory, so
+    what a URL load adds over the local one is the host memory it holds on the way to the device.
 The server is nginx (Debian's nginx-light) when installed, else tests/remote/range_server.py.
 Each timing is the median of --runs runs. Prints a Markdown table for docs/performance.md.
 
 Usage: python3 bench/remote_bench.py --maploc build/src/cli/maploc [--gib 1] [--runs 3] [--work /tmp/maploc-remote-bench]
+         [--standin build/tests/cudart_standin/libmaploc_cudart_standin.so]
 """
 import argparse
 import json
@@ -23,6 +28,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import proc_run  # noqa: E402  (GNU time: wall and peak RSS of fresh processes)
 
 
 def make_checkpoint(path, gib):
@@ -93,6 +100,7 @@ def main():
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", default="/tmp/maploc-remote-bench")
+    ap.add_argument("--standin", help="libmaploc_cudart_standin.so: also load to cuda:0 through the stand-in")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     serve = os.path.join(a.work, "serve")
@@ -110,7 +118,6 @@ def main():
                                             text=True, check=True).stdout)["records"]
         pickle_bytes = next(r["compressed_size"] for r in records if r["name"].endswith("/data.pkl"))
         ls_s = median_of(a.runs, lambda: timed([a.maploc, "ls", "--json", url])[0])
-        load_remote = median_of(a.runs, lambda: timed([a.maploc, "load", "--host", "copy", url])[0])
         _, out = timed([a.maploc, "load", "--json", "--host", "copy", url])
         load_bytes = json.loads(out)["remote"]
         local_copy = os.path.join(a.work, "downloaded.pt")
@@ -122,10 +129,30 @@ def main():
             t_load, _ = timed([a.maploc, "load", "--host", "copy", local_copy])
             return t_curl + t_load
 
+        # Side by side, one round at a time, so that the machine's load falls on every row alike.
+        rows = {"remote": [], "both": [], "local": [], "curl_null": [], "remote_rss": [], "local_rss": []}
         timed([a.maploc, "load", "--host", "copy", ckpt])  # warm the page cache
-        both = median_of(a.runs, download_then_load)
-        t_curl = median_of(a.runs, lambda: timed(["curl", "-sS", "-o", local_copy, url])[0])
-        local = median_of(a.runs, lambda: timed([a.maploc, "load", "--host", "copy", ckpt])[0])
+        for _ in range(a.runs):
+            r = proc_run.once([a.maploc, "load", "--host", "copy", url])
+            rows["remote"].append(r["wall_s"])
+            rows["remote_rss"].append(r["rss_mb"])
+            rows["both"].append(download_then_load())
+            r = proc_run.once([a.maploc, "load", "--host", "copy", ckpt])
+            rows["local"].append(r["wall_s"])
+            rows["local_rss"].append(r["rss_mb"])
+            rows["curl_null"].append(timed(["curl", "-sS", "-o", "/dev/null", url])[0])
+        cuda = {}
+        if a.standin:
+            env = dict(os.environ, MAPLOC_CUDART=os.path.abspath(a.standin),
+                       MAPLOC_STANDIN=f"devices=1,memory={int(size * 1.5)},h2d=50e9")
+            for where, src in (("url", url), ("file", ckpt)):
+                runs = [proc_run.once(["env"] + [f"{k}={env[k]}" for k in ("MAPLOC_CUDART", "MAPLOC_STANDIN")] +
+                                      [a.maploc, "load", "--quiet", "--map-location", "cuda:0", src])
+                        for _ in range(a.runs)]
+                bad = [r for r in runs if r["rc"] != 0]
+                if bad:
+                    raise SystemExit(f"load to cuda:0 through the stand-in failed: {bad[0]['stderr']}")
+                cuda[where] = (statistics.median(r["wall_s"] for r in runs), max(r["rss_mb"] for r in runs))
     finally:
         proc.terminate()
         proc.wait()
@@ -139,13 +166,23 @@ def main():
           f"data.pkl is {pickle_bytes} bytes) |")
     print(f"| `ls` over loopback: requests | {remote['requests']} |")
     print(f"| `ls` over loopback: wall | {ls_s * 1000:.0f} ms |")
-    print(f"| `load --host copy` over loopback | {load_remote:.2f} s ({mib / 1024 / load_remote:.2f} GiB/s; "
-          f"{load_bytes['bytes_read']} bytes in {load_bytes['requests']} requests) |")
-    print(f"| `curl -o` then local `load --host copy` | {both:.2f} s (curl alone {t_curl:.2f} s) |")
-    print(f"| local `load --host copy` alone (warm) | {local:.2f} s |")
-    print(f"| remote load / (download + load) | {load_remote / both:.2f} |")
-    print(f"| remote load / local load | {load_remote / local:.2f} |")
-
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"| `load --host copy` over loopback | {med['remote']:.2f} s ({mib / 1024 / med['remote']:.2f} GiB/s; "
+          f"{load_bytes['bytes_read']} bytes in {load_bytes['requests']} requests; peak RSS {med['remote_rss']:.0f} MB) |")
+    print(f"| `curl -o` then local `load --host copy` | {med['both']:.2f} s |")
+    print(f"| local `load --host copy` alone (warm) | {med['local']:.2f} s (peak RSS {med['local_rss']:.0f} MB) |")
+    print(f"| `curl -o /dev/null` (the loopback transfer alone) | {med['curl_null']:.2f} s |")
+    print(f"| remote load / (download + load) | {med['remote'] / med['both']:.2f} |")
+    print(f"| remote load / local load | {med['remote'] / med['local']:.2f} |")
+    print(f"| remote load / `curl -o /dev/null` | {med['remote'] / med['curl_null']:.2f} |")
+    print(f"| `curl -o /dev/null` / local load | {med['curl_null'] / med['local']:.2f} |")
+    if cuda:
+        print(f"| `load --map-location cuda:0` (stand-in) over loopback | {cuda['url'][0]:.2f} s, peak RSS "
+              f"{cuda['url'][1]:.0f} MB |")
+        print(f"| `load --map-location cuda:0` (stand-in) of the file | {cuda['file'][0]:.2f} s, peak RSS "
+              f"{cuda['file'][1]:.0f} MB |")
+        print(f"| host memory a URL load adds on the way to cuda:0 | {cuda['url'][1] - cuda['file'][1]:.0f} MB "
+              f"(the file: {mib:.0f} MiB) |")
 
 if __name__ == "__main__":
     main()
