@@ -5,7 +5,9 @@
 #   test:            build's packages plus what the test suite compares against (tools/test.sh),
 #                    and .cache/safetensors-venv: Debian's python3 with its torch (system site
 #                    packages) plus the safetensors package from the Python package index, for the
-#                    safetensors round trips (tests/write, tests/sharded), which may not skip in CI;
+#                    safetensors round trips (tests/write, tests/sharded), which may not skip in CI,
+#                    and moto[server] (with boto3), a test-only S3-compatible server for the s3://
+#                    tests (tests/remote/moto_test.cpp, which fail without it);
 #                    and .cache/python-build-wheels: scikit-build-core, for the installed-wheel test.
 set -euo pipefail
 mode=${1:-build}
@@ -26,21 +28,28 @@ case "$mode" in
   *) echo "install-deps: unknown mode '$mode' (use build or test)" >&2; exit 2 ;;
 esac
 
-# The safetensors package beside Debian's torch 1.13 (pinned as tools/make-venv.sh pins it);
-# kept between runs, rebuilt when it cannot import both.
+# The safetensors package beside Debian's torch 1.13 (pinned as tools/make-venv.sh pins it), and
+# moto[server] (pinned; it brings boto3), moto's S3 in server mode for tests/remote/moto_test.cpp
+# (test-only: nothing of maploc imports or links it); kept between runs, rebuilt when it cannot
+# import all of them (a venv made before moto was added gets it).
+venv_packages=('safetensors==0.8.0' 'moto[server]==5.2.5')
 safetensors_venv() {
   local root venv
   root="$(cd "$(dirname "$0")/.." && pwd)"
   venv="$root/.cache/safetensors-venv"
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch, safetensors.torch' 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$venv_check" 2>/dev/null; then
     return 0
   fi
-  echo "install-deps: creating $venv (safetensors==0.8.0 over Debian's torch)"
+  echo "install-deps: creating $venv (${venv_packages[*]} over Debian's torch)"
   rm -rf "$venv"
   /usr/bin/python3 -m venv --system-site-packages "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 3 'safetensors==0.8.0'
-  "$venv/bin/python" -c 'import torch, safetensors.torch'
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 3 "${venv_packages[@]}"
+  "$venv/bin/python" -c "$venv_check"
 }
+# What the venv must import: torch and safetensors, and moto's server at the pinned version with boto3.
+venv_check='import torch, safetensors.torch, boto3, moto.server, moto.moto_server.threaded_moto_server
+from importlib.metadata import version
+assert version("moto") == "5.2.5", version("moto")'
 
 # scikit-build-core and what it needs (pinned), for the installed-wheel test (tests/python/installed_wheel.py):
 # it runs pip with --no-index --find-links here, so the test itself needs no network. Fetched with the pip
