@@ -117,6 +117,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stalled body: 60 s without a byte
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "maploc");
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L << 10);  // fewer, larger reads of the socket
   curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
   // TLS: curl's defaults verify the peer's certificate and host name; nothing here turns them off.
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &Connection::Exchange::on_header);
