@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "maploc/error.h"
@@ -45,29 +46,113 @@ std::string trimmed(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-// The profile's keys of the shared credentials file ($AWS_SHARED_CREDENTIALS_FILE, else
-// ~/.aws/credentials; profile $AWS_PROFILE, else "default"), for what the environment leaves unset.
-void read_credentials_file(Target& t) {
-  std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
-  if (file.empty() && !env("HOME").empty()) file = env("HOME") + "/.aws/credentials";
+// One profile's settings in an AWS shared file (INI): key -> value. A key indented under a key
+// without a value (the config file's nested "s3 =" block) is kept as "parent.key", so it never
+// passes for the profile's own setting.
+struct Profile {
+  std::string file;  // the file it was read from (found == false: none)
+  bool found = false;
+  std::map<std::string, std::string> values;
+  std::string get(const std::string& key) const {
+    const auto it = values.find(key);
+    return it == values.end() ? std::string() : it->second;
+  }
+};
+
+// The section that holds `profile` in `file`: "[NAME]" in the credentials file; "[profile NAME]"
+// in the config file, where the default profile is "[default]" (or "[profile default]").
+Profile read_profile(const std::string& file, const std::string& profile, bool config) {
+  Profile p;
+  p.file = file;
   std::ifstream in(file);
-  if (!in) return;
-  std::string profile = env("AWS_PROFILE");
-  if (profile.empty()) profile = "default";
+  if (file.empty() || !in) return p;
   bool inside = false;
-  for (std::string line; std::getline(in, line);) {
-    line = trimmed(line);
+  std::string parent;  // the key of the nested block we are in, if any
+  for (std::string raw; std::getline(in, raw);) {
+    const std::string line = trimmed(raw);
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line.front() == '[' && line.back() == ']') {
-      inside = trimmed(line.substr(1, line.size() - 2)) == profile;
+      const std::string name = trimmed(line.substr(1, line.size() - 2));
+      inside = config ? (name == "profile " + profile || (profile == "default" && name == "default")) : name == profile;
+      // "[profile  NAME]" with more blanks between counts too.
+      if (config && !inside && name.rfind("profile", 0) == 0 && name.size() > 7 && (name[7] == ' ' || name[7] == '\t')) {
+        inside = trimmed(name.substr(7)) == profile;
+      }
+      p.found = p.found || inside;
+      parent.clear();
       continue;
     }
     const auto eq = line.find('=');
     if (!inside || eq == std::string::npos) continue;
     const std::string key = trimmed(line.substr(0, eq)), value = trimmed(line.substr(eq + 1));
-    if (key == "aws_access_key_id") t.access_key = value;
-    if (key == "aws_secret_access_key") t.secret_key = value;
-    if (key == "aws_session_token") t.session_token = value;
+    const bool indented = raw[0] == ' ' || raw[0] == '\t';
+    if (indented && !parent.empty()) {
+      p.values[parent + "." + key] = value;
+      continue;
+    }
+    parent = value.empty() ? key : std::string();
+    p.values[key] = value;
+  }
+  return p;
+}
+
+std::string home_file(const char* variable, const char* below_home) {
+  std::string file = env(variable);
+  if (file.empty() && !env("HOME").empty()) file = env("HOME") + below_home;
+  return file;
+}
+
+// What the AWS CLI reads besides the environment: the profile $AWS_PROFILE (else "default") of
+// $AWS_SHARED_CREDENTIALS_FILE (else ~/.aws/credentials) and of $AWS_CONFIG_FILE (else
+// ~/.aws/config).
+struct SharedFiles {
+  std::string profile;
+  bool named = false;  // $AWS_PROFILE set
+  Profile credentials, config;
+};
+
+SharedFiles read_shared_files() {
+  SharedFiles f;
+  f.profile = env("AWS_PROFILE");
+  f.named = !f.profile.empty();
+  if (!f.named) f.profile = "default";
+  f.credentials = read_profile(home_file("AWS_SHARED_CREDENTIALS_FILE", "/.aws/credentials"), f.profile, false);
+  f.config = read_profile(home_file("AWS_CONFIG_FILE", "/.aws/config"), f.profile, true);
+  return f;
+}
+
+// Static keys from the credentials file's profile, else from the config file's (the AWS CLI reads
+// both, the credentials file first). A profile that gets its credentials some other way (a role,
+// SSO, a process, a web identity) is an error that says what to do: maploc signs with static keys.
+void read_file_credentials(Target& t, const SharedFiles& f, const std::string& shown) {
+  for (const Profile* p : {&f.credentials, &f.config}) {
+    if (!p->found || (p->get("aws_access_key_id").empty() && p->get("aws_secret_access_key").empty())) continue;
+    t.access_key = p->get("aws_access_key_id");
+    t.secret_key = p->get("aws_secret_access_key");
+    t.session_token = p->get("aws_session_token");
+    if (t.access_key.empty() || t.secret_key.empty()) {
+      bad_url(shown, "profile '" + f.profile + "' of " + p->file +
+                         " sets only one of aws_access_key_id and aws_secret_access_key; set both to sign s3 "
+                         "requests");
+    }
+    return;
+  }
+  for (const Profile* p : {&f.credentials, &f.config}) {
+    if (!p->found) continue;
+    for (const char* how : {"role_arn", "source_profile", "credential_source", "credential_process", "sso_session",
+                            "sso_start_url", "sso_account_id", "sso_role_name", "web_identity_token_file"}) {
+      if (p->get(how).empty()) continue;
+      bad_url(shown, "profile '" + f.profile + "' of " + p->file + " gets its credentials by " + how +
+                         ", which maploc does not do: it signs with static keys only. Export them, e.g. eval \"$(aws "
+                         "configure export-credentials --profile " + f.profile +
+                         " --format env)\" (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)");
+    }
+  }
+  if (f.named && !f.credentials.found && !f.config.found) {
+    bad_url(shown, "AWS_PROFILE names profile '" + f.profile + "', which is in neither " +
+                       (f.credentials.file.empty() ? std::string("~/.aws/credentials") : f.credentials.file) +
+                       " nor " + (f.config.file.empty() ? std::string("~/.aws/config") : f.config.file) +
+                       "; fix AWS_PROFILE, or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
   }
 }
 
@@ -78,15 +163,22 @@ Target resolve_s3(const std::string& url, const std::string& shown) {
     bad_url(shown, "an s3 URL names a bucket and a key: s3://bucket/key");
   }
   const std::string bucket = rest.substr(0, slash), key = rest.substr(slash + 1);
+  const SharedFiles files = read_shared_files();
   std::string region = env("AWS_REGION");
   if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = files.config.get("region");
   if (region.empty()) region = "us-east-1";
   std::string endpoint = env("AWS_ENDPOINT_URL_S3");
   if (endpoint.empty()) endpoint = env("AWS_ENDPOINT_URL");
+  if (endpoint.empty()) endpoint = files.config.get("endpoint_url");
   Target t;
   t.display = shown;
   if (!endpoint.empty()) {
     while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+    if (endpoint.rfind("http://", 0) != 0 && endpoint.rfind("https://", 0) != 0) {
+      bad_url(shown, "the S3 endpoint (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url) is not "
+                     "an http:// or https:// URL: '" + display_url(endpoint) + "'");
+    }
     t.url = endpoint + "/" + bucket + "/" + encode_key(key);  // path-style: S3-compatible stores
   } else if (bucket.find('.') != std::string::npos) {
     t.url = "https://s3." + region + ".amazonaws.com/" + bucket + "/" + encode_key(key);
@@ -96,7 +188,7 @@ Target resolve_s3(const std::string& url, const std::string& shown) {
   t.access_key = env("AWS_ACCESS_KEY_ID");
   t.secret_key = env("AWS_SECRET_ACCESS_KEY");
   t.session_token = env("AWS_SESSION_TOKEN");
-  if (t.access_key.empty() && t.secret_key.empty()) read_credentials_file(t);
+  if (t.access_key.empty() && t.secret_key.empty()) read_file_credentials(t, files, shown);
   if (!t.access_key.empty() || !t.secret_key.empty()) {
     if (t.access_key.empty() || t.secret_key.empty()) {
       bad_url(shown, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together to sign s3 requests");

@@ -1,9 +1,22 @@
-// url_test.cpp - which texts are URLs, how messages show them, the present-range set.
+// url_test.cpp - which texts are URLs, how messages show them, the present-range set, where s3://
+// requests go and how they are signed (the environment, ~/.aws/credentials and ~/.aws/config).
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "intervals.h"
 #include "maploc/error.h"
 #include "maploc/remote/object.h"
+#include "target.h"
 
 using namespace maploc;
 
@@ -51,4 +64,177 @@ TEST_CASE("URLs maploc does not read are kRemoteBadUrl", "[remote]") {
   };
   CHECK(code_of("s3://bucket-only") == "kRemoteBadUrl");
   CHECK(code_of("ftp://example.com/a.pt") == "kRemoteBadUrl");
+}
+
+namespace {
+
+// Sets the AWS variables of one test (the rest unset) and restores every one afterwards; writes the
+// shared files it is given into a temporary directory named by AWS_CONFIG_FILE and
+// AWS_SHARED_CREDENTIALS_FILE.
+class AwsFiles {
+ public:
+  AwsFiles(const std::string& config, const std::string& credentials) {
+    for (const char* n : kNames) {
+      const char* v = std::getenv(n);
+      saved_.emplace_back(n, v == nullptr ? std::nullopt : std::optional<std::string>(v));
+      ::unsetenv(n);
+    }
+    dir_ = std::filesystem::temp_directory_path() / ("maploc-aws-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "config") << config;
+    std::ofstream(dir_ / "credentials") << credentials;
+    ::setenv("AWS_CONFIG_FILE", (dir_ / "config").c_str(), 1);
+    ::setenv("AWS_SHARED_CREDENTIALS_FILE", (dir_ / "credentials").c_str(), 1);
+  }
+  ~AwsFiles() {
+    std::filesystem::remove_all(dir_);
+    for (const auto& [n, v] : saved_) {
+      if (v) ::setenv(n, v->c_str(), 1);
+      else ::unsetenv(n);
+    }
+  }
+  std::string config() const { return (dir_ / "config").string(); }
+
+ private:
+  static constexpr const char* kNames[] = {
+      "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
+      "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"};
+  std::filesystem::path dir_;
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+// The code and message resolving `url` raises (both empty when it raises nothing).
+std::pair<std::string, std::string> resolve_error(const std::string& url) {
+  try {
+    (void)remote::resolve_target(url);
+  } catch (const Error& e) {
+    return {std::string(error_code_name(e.code())), e.what()};
+  }
+  return {};
+}
+
+const char* const kConfig =
+    "# comment\n"
+    "[default]\n"
+    "region = eu-north-1\n"
+    "\n"
+    "[profile keys]\n"
+    "region=ap-south-2\n"
+    "aws_access_key_id = AKIDCONFIG\n"
+    "aws_secret_access_key = configSECRET\n"
+    "aws_session_token = configTOKEN\n"
+    "s3 =\n"
+    "  endpoint_url = http://nested.invalid:1\n"
+    "  addressing_style = path\n"
+    "\n"
+    "[profile both]\n"
+    "aws_access_key_id = AKIDCONFIG\n"
+    "aws_secret_access_key = configSECRET\n"
+    "\n"
+    "[profile minio]\n"
+    "region = us-west-2\n"
+    "endpoint_url = http://127.0.0.1:9000/\n"
+    "aws_access_key_id = AKIDMINIO\n"
+    "aws_secret_access_key = minioSECRET\n"
+    "\n"
+    "[profile role]\n"
+    "role_arn = arn:aws:iam::123456789012:role/reader\n"
+    "source_profile = default\n"
+    "\n"
+    "[profile sso]\n"
+    "sso_session = corp\n"
+    "sso_account_id = 123456789012\n"
+    "sso_role_name = reader\n"
+    "\n"
+    "[profile half]\n"
+    "aws_access_key_id = AKIDHALF\n";
+
+const char* const kCredentials =
+    "[both]\n"
+    "aws_access_key_id = AKIDCREDS\n"
+    "aws_secret_access_key = credsSECRET\n";
+
+}  // namespace
+
+TEST_CASE("s3: the region and endpoint come from the environment, else the config file's profile", "[remote]") {
+  AwsFiles files(kConfig, kCredentials);
+  auto t = remote::resolve_target("s3://bucket/a/b c.pt");
+  CHECK(t.url == "https://bucket.s3.eu-north-1.amazonaws.com/a/b%20c.pt");  // [default]
+  CHECK(t.sigv4.empty());                                                    // no keys anywhere: unsigned
+  ::setenv("AWS_PROFILE", "keys", 1);
+  t = remote::resolve_target("s3://bucket/k.pt");
+  CHECK(t.url == "https://bucket.s3.ap-south-2.amazonaws.com/k.pt");  // not the nested s3 endpoint_url
+  CHECK(t.sigv4 == "aws:amz:ap-south-2:s3");
+  ::setenv("AWS_DEFAULT_REGION", "sa-east-1", 1);
+  CHECK(remote::resolve_target("s3://bucket/k.pt").sigv4 == "aws:amz:sa-east-1:s3");
+  ::setenv("AWS_REGION", "ca-central-1", 1);
+  CHECK(remote::resolve_target("s3://bucket/k.pt").sigv4 == "aws:amz:ca-central-1:s3");
+  ::unsetenv("AWS_REGION");
+  ::unsetenv("AWS_DEFAULT_REGION");
+  ::setenv("AWS_PROFILE", "minio", 1);
+  t = remote::resolve_target("s3://bucket/k.pt");
+  CHECK(t.url == "http://127.0.0.1:9000/bucket/k.pt");  // the profile's endpoint_url, path-style
+  CHECK(t.sigv4 == "aws:amz:us-west-2:s3");
+  ::setenv("AWS_ENDPOINT_URL", "http://127.0.0.2:9001", 1);
+  CHECK(remote::resolve_target("s3://bucket/k.pt").url == "http://127.0.0.2:9001/bucket/k.pt");
+}
+
+TEST_CASE("s3: static keys come from the credentials file's profile, else the config file's", "[remote]") {
+  AwsFiles files(kConfig, kCredentials);
+  ::setenv("AWS_PROFILE", "keys", 1);
+  auto t = remote::resolve_target("s3://bucket/k.pt");
+  CHECK(t.access_key == "AKIDCONFIG");
+  CHECK(t.secret_key == "configSECRET");
+  CHECK(t.session_token == "configTOKEN");
+  ::setenv("AWS_PROFILE", "both", 1);  // in both files: the credentials file's
+  t = remote::resolve_target("s3://bucket/k.pt");
+  CHECK(t.access_key == "AKIDCREDS");
+  CHECK(t.secret_key == "credsSECRET");
+  CHECK(t.session_token.empty());
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);  // the environment's before either file
+  ::setenv("AWS_SECRET_ACCESS_KEY", "envSECRET", 1);
+  t = remote::resolve_target("s3://bucket/k.pt");
+  CHECK(t.access_key == "AKIDENV");
+  CHECK(t.secret_key == "envSECRET");
+}
+
+TEST_CASE("s3: profiles without static keys are kRemoteBadUrl saying what to export", "[remote]") {
+  AwsFiles files(kConfig, kCredentials);
+  for (const auto& [profile, how] : std::vector<std::pair<std::string, std::string>>{{"role", "role_arn"},
+                                                                                     {"sso", "sso_"}}) {
+    INFO(profile);
+    ::setenv("AWS_PROFILE", profile.c_str(), 1);
+    const auto [code, what] = resolve_error("s3://bucket/k.pt");
+    CHECK(code == "kRemoteBadUrl");
+    CHECK(what.find("s3://bucket/k.pt") != std::string::npos);
+    CHECK(what.find("profile '" + profile + "'") != std::string::npos);
+    CHECK(what.find(files.config()) != std::string::npos);
+    CHECK(what.find(how) != std::string::npos);
+    CHECK(what.find("static keys only") != std::string::npos);
+    CHECK(what.find("AWS_ACCESS_KEY_ID") != std::string::npos);
+  }
+  // Exported keys are used, the role profile notwithstanding.
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "envSECRET", 1);
+  CHECK(remote::resolve_target("s3://bucket/k.pt").access_key == "AKIDENV");
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  // Half a key pair, and a profile in neither file.
+  ::setenv("AWS_PROFILE", "half", 1);
+  auto [code, what] = resolve_error("s3://bucket/k.pt");
+  CHECK(code == "kRemoteBadUrl");
+  CHECK(what.find("profile 'half'") != std::string::npos);
+  CHECK(what.find("AKIDHALF") == std::string::npos);
+  ::setenv("AWS_PROFILE", "nowhere", 1);
+  std::tie(code, what) = resolve_error("s3://bucket/k.pt");
+  CHECK(code == "kRemoteBadUrl");
+  CHECK(what.find("profile 'nowhere'") != std::string::npos);
+  // No secret of any profile in any message.
+  for (const char* p : {"role", "sso", "half", "nowhere"}) {
+    ::setenv("AWS_PROFILE", p, 1);
+    const auto message = resolve_error("s3://bucket/k.pt").second;
+    for (const char* secret : {"configSECRET", "credsSECRET", "minioSECRET", "configTOKEN"}) {
+      CHECK(message.find(secret) == std::string::npos);
+    }
+  }
 }
