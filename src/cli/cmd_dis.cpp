@@ -11,6 +11,8 @@
 #include "maploc/error.h"
 #include "maploc/mapped_file.h"
 #include "maploc/pickle/disassemble.h"
+#include "maploc/remote/object.h"
+#include "maploc/torch/checkpoint.h"
 #include "support/sniff.h"
 #include "maploc/zip/archive.h"
 
@@ -113,7 +115,9 @@ int cmd_dis(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc dis FILE [--record NAME] [--json]");
   }
-  const MappedFile file = MappedFile::open(args.positional[0]);
+  const std::string& source = args.positional[0];
+  // A URL: the zip's structure and data.pkl by ranged requests, anything else whole (docs/remote.md).
+  const MappedFile file = remote::is_url(source) ? torch::open_url(source, open_options(args)) : MappedFile::open(source);
   const auto kind = sniff_content(file.bytes.span().subspan(0, std::min<std::size_t>(file.bytes.size(), 512)));
   const bool has_record = args.has("record");
   Output out(args.has("json"));

@@ -211,7 +211,7 @@ TEST_CASE("s3:// URLs are signed with SigV4 and read path-style from the endpoin
   }
 }
 
-TEST_CASE("the CLI reads URLs in ls (with --records), plan, load, verify, convert and remap", "[remote]") {
+TEST_CASE("the CLI reads URLs in ls (with --records), dis, plan, load, verify, convert and remap", "[remote]") {
   const std::string f = "checkpoints/gpu_tagged.t113.pt";
   const std::string url = server().url("ok", f);
   const std::string cli = std::string("'") + MAPLOC_CLI + "' ";
@@ -248,6 +248,13 @@ TEST_CASE("the CLI reads URLs in ls (with --records), plan, load, verify, conver
   const auto load_json = test::run_shell(cli + "load --json '" + url + "' --map-location 'cuda:*->cpu'");
   CHECK(load_json.out.find("\"remote\"") != std::string::npos);
   CHECK(load_json.out.find("\"requests\"") != std::string::npos);
+  // dis: a zip's data.pkl and a legacy stream's pickles, as of the local file.
+  for (const std::string& g : {f, std::string("checkpoints/dtypes_legacy.t113.pt")}) {
+    const auto remote_dis = test::run_shell(cli + "dis '" + server().url("ok", g) + "'");
+    CHECK(remote_dis.exit_code == 0);
+    CHECK(remote_dis.out == test::run_shell(cli + "dis '" + kFixtures + "/" + g + "'").out);
+    CHECK(remote_dis.out.find("STOP") != std::string::npos);
+  }
   const auto bad = test::run_shell(cli + "ls '" + server().url("loop", f) + "' 2>&1");
   CHECK(bad.exit_code == 3);
   CHECK(bad.out.find("[kRemoteRedirects]") != std::string::npos);

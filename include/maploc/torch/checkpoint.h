@@ -81,6 +81,13 @@ struct SetMember {
   std::uint64_t file_bytes = 0; ///< size of the file
 };
 
+/// A file by URL (http, https, s3) with what Checkpoint::open reads of it fetched: for a zip, its
+/// end records, central directory, local headers and every record outside data/ and constants/
+/// (data.pkl among them); for safetensors, the header; anything else whole (docs/remote.md). Other
+/// bytes are fetched by MappedFile::ensure. For tools that read records themselves (maploc dis).
+/// Raises the kRemote* codes.
+MappedFile open_url(const std::string& url, const Options& options);
+
 /// Where a storage's bytes lie in an object read by URL (Checkpoint::remote_range).
 struct RemoteRange {
   std::shared_ptr<const RangeSource> source;
