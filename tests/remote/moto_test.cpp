@@ -234,8 +234,8 @@ TEST_CASE("moto: s3:// objects read signed from a real S3 server hash as the loc
   REQUIRE(reads.size() == 4);
   for (const auto& line : reads) {
     INFO(line);
-    std::uint64_t read = 0, size = 0;
-    REQUIRE(std::sscanf(line.substr(line.find("read by URL: ")).c_str(), "read by URL: %lu bytes for %lu", &read,
+    unsigned long long read = 0, size = 0;
+    REQUIRE(std::sscanf(line.substr(line.find("read by URL: ")).c_str(), "read by URL: %llu bytes for %llu", &read,
                         &size) == 2);
     CHECK(read == size);
   }

@@ -48,8 +48,10 @@ class Object final : public RangeSource, public std::enable_shared_from_this<Obj
   /// Sends the first request (the last tail_bytes bytes) and learns the size. s3://bucket/key is
   /// read from $AWS_ENDPOINT_URL (path-style) or AWS's regional endpoint ($AWS_REGION,
   /// $AWS_DEFAULT_REGION), signed with SigV4 from $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and
-  /// $AWS_SESSION_TOKEN, else from the profile $AWS_PROFILE of ~/.aws/credentials (unsigned when
-  /// no key is found). Raises the kRemote* codes.
+  /// $AWS_SESSION_TOKEN, else from the profile $AWS_PROFILE of ~/.aws/credentials, else of
+  /// ~/.aws/config, which also gives the region and endpoint_url after the environment's (unsigned
+  /// when no key is found; kRemoteBadUrl for a profile with a role or SSO only). Raises the
+  /// kRemote* codes.
   static std::shared_ptr<Object> open(const std::string& url, const Options& options = {});
   ~Object() override;
 
