@@ -226,6 +226,28 @@ class ModuleTest(unittest.TestCase):
         self.assertTrue(m.strides)
         del capsule  # never consumed: the capsule's destructor releases the export
 
+    def test_url_sources_load_as_files(self):
+        # A URL (here the loopback range server of tests/remote) reads as the file does (docs/remote.md).
+        import subprocess
+        server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote", "range_server.py")
+        proc = subprocess.Popen([sys.executable, server, FIXTURES], stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(proc.stdout.readline().split()[1])
+            url = "http://127.0.0.1:%d/ok/checkpoints/gpu_tagged.t113.pt" % port
+            want = manifest("gpu_tagged.t113.pt")["tensors"]
+            for host in ("view", "copy"):
+                tensors = maploc.tensors(url, map_location="cuda:*->cpu", host=host)
+                self.assertEqual({w["name"]: w["sha256"] for w in want},
+                                 {w["name"]: tensors[w["name"]].sha256() for w in want})
+            self.assertEqual(sorted(maploc.load(url, map_location="cpu")),
+                             sorted(maploc.load(fixture("checkpoints", "gpu_tagged.t113.pt"), map_location="cpu")))
+            with self.assertRaises(maploc.Error) as missing:
+                maploc.load(url.replace("gpu_tagged", "no_such"))
+            self.assertIn("no_such", str(missing.exception))
+        finally:
+            proc.terminate()
+            proc.wait()
+
     def test_public_names_have_docstrings(self):
         for name in maploc.__all__:
             self.assertTrue(getattr(maploc, name).__doc__, name)
