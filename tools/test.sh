@@ -40,9 +40,10 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 # ThreadSanitizer on the threaded parts only (TSan is slow): the upload ring and the simulated
 # device, the parallel host fill and populate (every remap test), the real CUDA adapter and its
 # reader threads against the CUDA runtime stand-in (and the stand-in's own tests), and the
-# deferred local-header reader of open (the torch tests that open archives of 1,024 records and more).
+# deferred local-header reader of open (the torch tests that open archives of 1,024 records and more),
+# and a URL load's storages streamed by those readers and the host fill (tests/remote/stream_test.cpp).
 cmake -S . -B build-tsan -DMAPLOC_SANITIZE=thread >/dev/null
 cmake --build build-tsan -j"$jobs" --target maploc_remap_tests maploc_torch_tests maploc_cudart_standin \
-  maploc_standin_tests maploc_remap_standin_tests maploc_remap_cuda_tests maploc
+  maploc_standin_tests maploc_remap_standin_tests maploc_remap_cuda_tests maploc_remote_tests maploc
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R '^remap:|^remap_standin:|^standin:|^torch: ?a large archive'
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R '^remap:|^remap_standin:|^standin:|^torch: ?a large archive|^remote: ?a (load from a URL streams|fault while streaming)'
