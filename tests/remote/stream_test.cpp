@@ -113,3 +113,21 @@ TEST_CASE("a fault while streaming is the request's error, naming the URL", "[re
     CHECK(remote.remote_transfer()->retries > 0);
   }
 }
+
+TEST_CASE("a sharded set by URL streams every shard's storages", "[remote]") {
+  const Simulated sim = simulated();
+  for (const char* index : {"sharded/st_set/model.safetensors.index.json", "sharded/bin_set/pytorch_model.bin.index.json"}) {
+    for (const char* where : {"cpu", "cuda:0"}) {
+      INFO(index << " to " << where);
+      const auto local = torch::Checkpoint::open(kFixtures + "/" + index);
+      const auto remote = torch::Checkpoint::open(server().url("ok", index), retries(4));
+      REQUIRE(remote.format() == torch::Format::kSet);
+      std::size_t streamable = 0;
+      for (std::size_t i = 0; i < remote.storages().size(); ++i) streamable += remote.remote_range(i).has_value();
+      CHECK(streamable > 0);
+      const auto a = remap::load(local, to(where, sim)), b = remap::load(remote, to(where, sim));
+      REQUIRE(a.tensors().size() == b.tensors().size());
+      for (std::size_t i = 0; i < a.tensors().size(); ++i) CHECK(a.tensor_sha256(i) == b.tensor_sha256(i));
+    }
+  }
+}
