@@ -2,7 +2,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <map>
+#include <optional>
+#include <utility>
 #include <string>
 
 #include "maploc/error.h"
@@ -121,10 +124,36 @@ SharedFiles read_shared_files() {
   return f;
 }
 
-// Static keys from the credentials file's profile, else from the config file's (the AWS CLI reads
-// both, the credentials file first). A profile that gets its credentials some other way (a role,
-// SSO, a process, a web identity) is an error that says what to do: maploc signs with static keys.
+// A profile that gets its credentials some other way than static keys is an error that says what
+// to do: maploc signs with static keys only.
+[[noreturn]] void not_static(const SharedFiles& f, const Profile& p, const std::string& how, const std::string& shown) {
+  bad_url(shown, "profile '" + f.profile + "' of " + p.file + " gets its credentials by " + how +
+                     ", which maploc does not do: it signs with static keys only. Export them, e.g. eval \"$(aws "
+                     "configure export-credentials --profile " + f.profile +
+                     " --format env)\" (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); a public "
+                     "bucket reads unsigned with AWS_CONFIG_FILE=/dev/null");
+}
+
+// The first of `hows` the profile sets in either file, if any.
+std::optional<std::pair<const Profile*, std::string>> first_of(const SharedFiles& f,
+                                                               std::initializer_list<const char*> hows) {
+  for (const Profile* p : {&f.credentials, &f.config}) {
+    if (!p->found) continue;
+    for (const char* how : hows) {
+      if (!p->get(how).empty()) return std::make_pair(p, std::string(how));
+    }
+  }
+  return std::nullopt;
+}
+
+// Credentials of the profile, in the AWS CLI's order: a role, a web identity or SSO (refused), then
+// static keys of the credentials file's profile, then of the config file's, then a
+// credential_process (refused). Nothing at all: unsigned requests (public buckets).
 void read_file_credentials(Target& t, const SharedFiles& f, const std::string& shown) {
+  if (const auto by = first_of(f, {"role_arn", "web_identity_token_file", "sso_session", "sso_start_url",
+                                   "sso_account_id", "sso_role_name"})) {
+    not_static(f, *by->first, by->second, shown);
+  }
   for (const Profile* p : {&f.credentials, &f.config}) {
     if (!p->found || (p->get("aws_access_key_id").empty() && p->get("aws_secret_access_key").empty())) continue;
     t.access_key = p->get("aws_access_key_id");
@@ -137,16 +166,8 @@ void read_file_credentials(Target& t, const SharedFiles& f, const std::string& s
     }
     return;
   }
-  for (const Profile* p : {&f.credentials, &f.config}) {
-    if (!p->found) continue;
-    for (const char* how : {"role_arn", "source_profile", "credential_source", "credential_process", "sso_session",
-                            "sso_start_url", "sso_account_id", "sso_role_name", "web_identity_token_file"}) {
-      if (p->get(how).empty()) continue;
-      bad_url(shown, "profile '" + f.profile + "' of " + p->file + " gets its credentials by " + how +
-                         ", which maploc does not do: it signs with static keys only. Export them, e.g. eval \"$(aws "
-                         "configure export-credentials --profile " + f.profile +
-                         " --format env)\" (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)");
-    }
+  if (const auto by = first_of(f, {"credential_process", "source_profile", "credential_source"})) {
+    not_static(f, *by->first, by->second, shown);
   }
   if (f.named && !f.credentials.found && !f.config.found) {
     bad_url(shown, "AWS_PROFILE names profile '" + f.profile + "', which is in neither " +

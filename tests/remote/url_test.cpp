@@ -147,12 +147,23 @@ const char* const kConfig =
     "sso_role_name = reader\n"
     "\n"
     "[profile half]\n"
-    "aws_access_key_id = AKIDHALF\n";
+    "aws_access_key_id = AKIDHALF\n"
+    "\n"
+    "[profile proc]\n"
+    "credential_process = /usr/local/bin/get-credentials\n"
+    "\n"
+    "[profile rolekeys]\n"
+    "role_arn = arn:aws:iam::123456789012:role/reader\n"
+    "credential_source = Environment\n";
 
 const char* const kCredentials =
     "[both]\n"
     "aws_access_key_id = AKIDCREDS\n"
-    "aws_secret_access_key = credsSECRET\n";
+    "aws_secret_access_key = credsSECRET\n"
+    "\n"
+    "[rolekeys]\n"  // a role in the config file comes first, as in the AWS CLI
+    "aws_access_key_id = AKIDROLEKEYS\n"
+    "aws_secret_access_key = rolekeysSECRET\n";
 
 }  // namespace
 
@@ -200,8 +211,8 @@ TEST_CASE("s3: static keys come from the credentials file's profile, else the co
 
 TEST_CASE("s3: profiles without static keys are kRemoteBadUrl saying what to export", "[remote]") {
   AwsFiles files(kConfig, kCredentials);
-  for (const auto& [profile, how] : std::vector<std::pair<std::string, std::string>>{{"role", "role_arn"},
-                                                                                     {"sso", "sso_"}}) {
+  for (const auto& [profile, how] : std::vector<std::pair<std::string, std::string>>{
+           {"role", "role_arn"}, {"sso", "sso_"}, {"proc", "credential_process"}, {"rolekeys", "role_arn"}}) {
     INFO(profile);
     ::setenv("AWS_PROFILE", profile.c_str(), 1);
     const auto [code, what] = resolve_error("s3://bucket/k.pt");
@@ -212,6 +223,7 @@ TEST_CASE("s3: profiles without static keys are kRemoteBadUrl saying what to exp
     CHECK(what.find(how) != std::string::npos);
     CHECK(what.find("static keys only") != std::string::npos);
     CHECK(what.find("AWS_ACCESS_KEY_ID") != std::string::npos);
+    CHECK(what.find("AWS_CONFIG_FILE=/dev/null") != std::string::npos);  // what a public bucket needs
   }
   // Exported keys are used, the role profile notwithstanding.
   ::setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
@@ -230,10 +242,10 @@ TEST_CASE("s3: profiles without static keys are kRemoteBadUrl saying what to exp
   CHECK(code == "kRemoteBadUrl");
   CHECK(what.find("profile 'nowhere'") != std::string::npos);
   // No secret of any profile in any message.
-  for (const char* p : {"role", "sso", "half", "nowhere"}) {
+  for (const char* p : {"role", "sso", "proc", "rolekeys", "half", "nowhere"}) {
     ::setenv("AWS_PROFILE", p, 1);
     const auto message = resolve_error("s3://bucket/k.pt").second;
-    for (const char* secret : {"configSECRET", "credsSECRET", "minioSECRET", "configTOKEN"}) {
+    for (const char* secret : {"configSECRET", "credsSECRET", "minioSECRET", "configTOKEN", "rolekeysSECRET"}) {
       CHECK(message.find(secret) == std::string::npos);
     }
   }
