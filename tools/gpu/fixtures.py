@@ -18,6 +18,9 @@ same tensors on the same device. Every tensor must be on cuda:0 and its sha256 m
     host and hashed as fixtures/generate.py hashes (value_bytes: its values row-major, contiguous;
     int_repr() of a quantized tensor), named as generate.py's walk() names them. A file torch refuses
     with weights_only=True (TorchScript, unknown globals) is compared with its manifest only, said so.
+Then the same fixtures and fixtures/checkpoints/large_storages.t113.pt once more by URL, served on
+127.0.0.1 by tests/remote/range_server.py: a URL load streams each storage through the pinned ring to
+the device (docs/remote.md); every tensor's sha256 must equal the manifest's again.
 Writes DIR/fixtures.json and prints one line per file; exit 1 if any tensor differs or a load fails.
 """
 import argparse
@@ -49,6 +52,19 @@ def tagged_fixtures():
             if any(t.startswith("cuda:") for t in tags):
                 out.append((os.path.relpath(path[:-len(".manifest.json")], ROOT), path[:-len(".manifest.json")], m))
     return out
+
+
+def by_url(todo):
+    """The fixtures of `todo` (and the one of several-MiB storages) as URLs of a loopback range server."""
+    big = os.path.join(FIXTURES, "checkpoints", "large_storages.t113.pt")
+    with open(big + ".manifest.json") as fh:
+        todo = todo + [(os.path.relpath(big, ROOT), big, json.load(fh))]
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "remote", "range_server.py"), FIXTURES],
+                              stdout=subprocess.PIPE, text=True)
+    port = int(server.stdout.readline().split()[1])
+    urls = [(name + " by URL", "http://127.0.0.1:%d/ok/%s" % (port, os.path.relpath(path, FIXTURES)), m)
+            for name, path, m in todo]
+    return server, urls
 
 
 def real_files(cache):
@@ -199,10 +215,24 @@ def main():
         for e in r["errors"][:10]:
             print("     " + e)
         sys.stdout.flush()
+    server, urls = by_url(todo)
+    try:
+        for name, url, m in urls:
+            r = check(name, url, m, a.maploc, None, a.timeout)
+            results.append(r)
+            failed += bool(r["errors"])
+            print("%-4s %s: %d tensors on cuda:0, %d equal to the manifest (%.2f s)" % (
+                "FAIL" if r["errors"] else "ok", name, r["tensors"], r["vs_manifest"], r["maploc_s"]))
+            for e in r["errors"][:10]:
+                print("     " + e)
+            sys.stdout.flush()
+    finally:
+        server.terminate()
+        server.wait()
     for n in notes:
         print(n)
-    print("%d file(s) (%d CUDA-tagged fixtures, %d real), %d failed" % (len(results) + len(bad), len(todo),
-                                                                        len(real) + len(bad), failed))
+    print("%d load(s) (%d CUDA-tagged fixtures, %d real, %d by URL), %d failed" % (
+        len(results) + len(bad), len(todo), len(real) + len(bad), len(urls), failed))
     with open(os.path.join(a.out, "fixtures.json"), "w") as f:
         json.dump({"spec": SPEC, "notes": notes, "failed": failed, "results": results}, f, indent=1)
     if not todo:
