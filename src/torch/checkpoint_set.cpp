@@ -331,6 +331,10 @@ std::unique_ptr<Checkpoint::State> read_set_files(const std::vector<fs::path>& f
   return st;
 }
 
+std::vector<std::string> set_index_files(const Bytes& index, const std::string& path) {
+  return parse_index(index, path).files;
+}
+
 std::vector<fs::path> set_files(const fs::path& index_or_dir) {
   const fs::path index = fs::is_directory(index_or_dir) ? find_index(index_or_dir) : index_or_dir;
   const MappedFile f = MappedFile::open(index);

@@ -117,6 +117,9 @@ std::unique_ptr<Checkpoint::State> read_set_files(const std::vector<std::filesys
 /// (for verify, which checks each file even when the set does not open).
 /// `index_or_dir` is an index file or a directory holding one.
 std::vector<std::filesystem::path> set_files(const std::filesystem::path& index_or_dir);
+/// The files a sharded set's index names (its weight_map's, sorted, each once), checked as the set
+/// opener checks them (relative, beside or below the index). Raises kTorchBadSet, kTorchNotCheckpoint.
+std::vector<std::string> set_index_files(const Bytes& index, const std::string& path);
 
 /// Walks root (and constants_root) into State::tensors (interpret.cpp).
 void interpret(Checkpoint::State& state);

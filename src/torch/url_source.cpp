@@ -82,14 +82,6 @@ bool fetch_zip_structure(const remote::Object& obj, const Limits& limits) {
   return true;
 }
 
-void reject_index(const remote::Object& obj, const Bytes& head) {
-  if (looks_like_json(head)) {
-    throw Error(ErrorCode::kRemoteBadUrl, Stage::kIo,
-                "verify does not read a sharded set's index by URL yet: verify its shards one by one",
-                std::nullopt, obj.transfer().url);
-  }
-}
-
 void read_in_full(const remote::Object& obj, const Options& options, const std::string& why) {
   obj.set_read_in_full();
   const ByteRange all{0, obj.size()};
@@ -132,15 +124,6 @@ MappedFile open_url(const std::string& url, const Options& options) {
       if (!fetch_zip_structure(*obj, options.limits)) read_in_full(*obj, options, "no zip directory at its tail");
       break;
   }
-  return obj->file();
-}
-
-MappedFile open_url_in_full(const std::string& url, const Options& options) {
-  const auto obj = remote::Object::open(url, options.remote);
-  const ByteRange head{0, std::min(obj->size(), kHeadBytes)};
-  obj->ensure(std::span<const ByteRange>(&head, 1));
-  reject_index(*obj, obj->bytes().slice(0, static_cast<std::size_t>(head.length)));
-  read_in_full(*obj, Options{}, "");
   return obj->file();
 }
 

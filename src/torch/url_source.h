@@ -13,8 +13,6 @@ namespace maploc::torch {
 /// records, the central directory, every local header and every record outside data/ and
 /// constants/; for safetensors, the header; anything else (legacy, tar) in full.
 MappedFile open_url(const std::string& url, const Options& options);
-/// Opens url and fetches all of it (verify reads every byte).
-MappedFile open_url_in_full(const std::string& url, const Options& options);
 
 /// `bytes`, a view of `file`, made present first when `file` has a source.
 Bytes ensure_present(const MappedFile& file, Bytes bytes);

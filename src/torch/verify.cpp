@@ -14,7 +14,6 @@
 #include "dcp.h"
 #include "state.h"
 #include "storage_table.h"
-#include "json_subset.h"
 #include "maploc/remote/object.h"
 #include "url_source.h"
 
@@ -100,16 +99,7 @@ void check_crcs(const zip::Archive& ar, VerifyReport& r) {
                      (without ? " (" + std::to_string(without) + " written without one)" : ""));
 }
 
-// What a set's check needs of one member, taken from the checkpoint verify opened anyway.
-struct MemberFacts {
-  bool opened = false;
-  std::vector<std::string> names;  // tensors a weight_map may name (not components, not held by another)
-  ByteOrder byteorder = ByteOrder::kLittle;
-  std::uint64_t storage_bytes = 0;
-};
-
-void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict,
-                      MemberFacts* facts = nullptr) {
+void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict) {
   Options o;
   o.limits = limits;
   o.strict = strict;
@@ -126,14 +116,6 @@ void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& lim
       r.checks.push_back(c.has_byteorder_record()
                              ? "byteorder record: " + std::string(byteorder_name(c.byteorder()))
                              : "no byteorder record (written before torch 2.1; read as little-endian)");
-    }
-    if (facts != nullptr) {
-      facts->opened = true;
-      facts->byteorder = c.byteorder();
-      facts->storage_bytes = bytes;
-      for (const Tensor& t : c.tensors()) {
-        if (!t.is_component && !t.held_by) facts->names.push_back(t.name);
-      }
     }
   } catch (const Error& e) {
     r.problems.push_back(e.message() + (e.item().empty() ? "" : " ('" + e.item() + "')"));
@@ -164,6 +146,30 @@ VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits,
   return r;
 }
 
+// The set as one (the weight_map against the files' tensors, one byte order), as the set opener
+// checks it; its errors and warnings into r.
+void check_set(const std::string& index, VerifyReport& r, const Limits& limits, bool strict) {
+  Options o;
+  o.limits = limits;
+  o.strict = strict;
+  o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
+  try {
+    const Checkpoint c = Checkpoint::open(index, o);
+    r.checks.push_back("the index's weight_map: " + std::to_string(c.tensors().size()) + " tensors, each once, in " +
+                       std::to_string(c.members().size()) + " files that hold them");
+    std::uint64_t bytes = 0;
+    for (const Storage& s : c.storages()) bytes += s.view_of ? 0 : s.nbytes;
+    for (const auto& [key, value] : c.metadata()) {
+      if (key == "total_size") {
+        r.checks.push_back("metadata total_size " + value + " (reported, not trusted; the tensors' storages hold " +
+                           std::to_string(bytes) + " bytes)");
+      }
+    }
+  } catch (const Error& e) {
+    r.problems.push_back(e.message() + (e.item().empty() ? "" : " ('" + e.item() + "')"));
+  }
+}
+
 // A set: every file the index names checked on its own, then the set as one
 // (the weight_map against the files' tensors).
 VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits, bool strict) {
@@ -186,32 +192,13 @@ VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits,
     for (const auto& p : m.problems) r.problems.push_back(name + p);
     for (const auto& w : m.warnings) r.warnings.push_back(name + w);
   }
-  Options o;
-  o.limits = limits;
-  o.strict = strict;
-  o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
-  try {
-    const Checkpoint c = Checkpoint::open(path, o);
-    r.checks.push_back("the index's weight_map: " + std::to_string(c.tensors().size()) + " tensors, each once, in " +
-                       std::to_string(c.members().size()) + " files that hold them");
-    std::uint64_t bytes = 0;
-    for (const Storage& s : c.storages()) bytes += s.view_of ? 0 : s.nbytes;
-    for (const auto& [key, value] : c.metadata()) {
-      if (key == "total_size") {
-        r.checks.push_back("metadata total_size " + value + " (reported, not trusted; the tensors' storages hold " +
-                           std::to_string(bytes) + " bytes)");
-      }
-    }
-  } catch (const Error& e) {
-    r.problems.push_back(e.message() + (e.item().empty() ? "" : " ('" + e.item() + "')"));
-  }
+  check_set(path.string(), r, limits, strict);
   return r;
 }
 
 // The checks of one file's bytes: its container (CRCs, or how much of a cut download is present),
 // then the checkpoint in it.
-void verify_file(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict,
-                 MemberFacts* facts = nullptr) {
+void verify_file(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict) {
   const auto head = file.bytes.span().first(std::min<std::size_t>(file.bytes.size(), 512));
   const ContentKind kind = sniff_content(head);
   r.format = describe_content(kind);
@@ -230,7 +217,7 @@ void verify_file(const MappedFile& file, VerifyReport& r, const Limits& limits, 
     }
     check_crcs(*ar, r);
   }
-  check_checkpoint(file, r, limits, strict, facts);
+  check_checkpoint(file, r, limits, strict);
 }
 
 // An object by URL, every byte fetched (those present already are not fetched again).
@@ -249,184 +236,48 @@ std::string fetched(const remote::Object& obj) {
          (t.retries ? " (" + std::to_string(t.retries) + " retried)" : "");
 }
 
-// A sharded set's index read by URL: the weight_map as the set opener reads it (checkpoint_set.cpp,
-// the same rules and words), so that each shard is fetched once, whole, for its own checks, and the
-// set's check runs on what those checks opened instead of fetching the shards' structure again.
-struct UrlIndex {
-  std::vector<std::string> files;                          // sorted, each once
-  std::vector<std::pair<std::string, std::size_t>> entries;  // tensor name, index into files; by name
-  std::string total_size;                                  // metadata's, as written
-};
-
-UrlIndex parse_url_index(const Bytes& bytes, const std::string& path) {
-  using T = json::Reader::Type;
-  UrlIndex ix;
-  bool map_seen = false, map_is_object = false, meta_seen = false;
-  std::vector<std::pair<std::string, std::optional<std::string>>> map;
-  try {
-    json::Reader r(bytes.text(), 64);
-    if (r.peek() == T::kObject) {
-      r.object([&](std::string&& key) {
-        if (key == "weight_map" && !map_seen) {
-          map_seen = true;
-          map_is_object = r.peek() == T::kObject;
-          if (!map_is_object) return r.skip();
-          r.object([&](std::string&& name) {
-            if (r.peek() == T::kString) {
-              map.emplace_back(std::move(name), r.string());
-            } else {
-              r.skip();
-              map.emplace_back(std::move(name), std::nullopt);
-            }
-          });
-        } else if (key == "metadata" && !meta_seen && r.peek() == T::kObject) {
-          meta_seen = true;
-          r.object([&](std::string&& k) {
-            const T t = r.peek();
-            if (k == "total_size" && t == T::kString) ix.total_size = r.string();
-            else if (k == "total_size" && t == T::kNumber) ix.total_size = std::string(r.number());
-            else r.skip();
-          });
-        } else {
-          if (key == "metadata") meta_seen = true;
-          r.skip();
-        }
-      });
-    } else {
-      r.skip();
-    }
-    r.end();
-  } catch (const json::Failure& f) {
-    throw Error(ErrorCode::kTorchBadSet, Stage::kTorch, "index: the JSON does not parse: " + f.message, f.offset, path);
-  }
-  if (!map_is_object) {
-    throw Error(ErrorCode::kTorchNotCheckpoint, Stage::kTorch,
-                "not a torch checkpoint: it is JSON without a \"weight_map\" object (a sharded set's index maps "
-                "each tensor to its file, e.g. model.safetensors.index.json)",
-                std::nullopt, path);
-  }
-  for (const auto& [name, file] : map) {
-    if (!file || file->empty()) {
-      throw Error(ErrorCode::kTorchBadSet, Stage::kTorch,
-                  "the weight_map maps tensor '" + name + "' to something other than a file name", std::nullopt, path);
-    }
-    const std::filesystem::path p(*file);
-    bool up = false;
-    for (const auto& part : p) up = up || part == "..";
-    if (p.is_absolute() || up) {
-      throw Error(ErrorCode::kTorchBadSet, Stage::kTorch,
-                  "the weight_map names file '" + *file + "', which leaves the index's directory; shards must lie "
-                  "beside or below the index",
-                  std::nullopt, path);
-    }
-    ix.files.push_back(*file);
-  }
-  std::sort(ix.files.begin(), ix.files.end());
-  ix.files.erase(std::unique(ix.files.begin(), ix.files.end()), ix.files.end());
-  for (const auto& [name, file] : map) {
-    const auto at = std::lower_bound(ix.files.begin(), ix.files.end(), *file);
-    ix.entries.emplace_back(name, static_cast<std::size_t>(at - ix.files.begin()));
-  }
-  std::stable_sort(ix.entries.begin(), ix.entries.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (std::size_t i = 1; i < ix.entries.size(); ++i) {
-    if (ix.entries[i].first == ix.entries[i - 1].first) {
-      throw Error(ErrorCode::kTorchBadSet, Stage::kTorch,
-                  "the weight_map lists tensor '" + ix.entries[i].first + "' twice (to '" +
-                      ix.files[ix.entries[i - 1].second] + "' and '" + ix.files[ix.entries[i].second] +
-                      "'); Python's json keeps the last silently, maploc will not guess: fix the index",
-                  std::nullopt, path);
-    }
-  }
-  return ix;
-}
-
 std::string problem_of(const Error& e) { return e.message() + (e.item().empty() ? "" : " ('" + e.item() + "')"); }
 
-VerifyReport verify_url_set(const remote::Object& index_object, const Limits& limits, bool strict) {
+// A sharded set's index by URL: each shard beside it (the index's URL joined with the weight_map's
+// name, as the set opener joins them) fetched whole once and checked as a file, then the set as one.
+VerifyReport verify_url_set(const std::string& url, const remote::Object& index_object, const Limits& limits,
+                            bool strict) {
   VerifyReport r;
   const MappedFile index = whole(index_object);
   r.path = index.path;  // display_url: no user information, no query
   r.format = "set";
   r.checks.push_back("the index " + fetched(index_object));
-  UrlIndex ix;
+  std::vector<std::string> files;
   try {
-    ix = parse_url_index(index.bytes, index.path);
+    files = set_index_files(index.bytes, index.path);
   } catch (const Error& e) {
     r.problems.push_back(problem_of(e));
     return r;
   }
-  // Shards lie beside the index: its URL's directory joined with the weight_map's name (as the
-  // set opener joins them).
   const std::string dir = index.path.substr(0, index.path.rfind('/') + 1);
-  std::vector<MemberFacts> facts(ix.files.size());
-  for (std::size_t f = 0; f < ix.files.size(); ++f) {
-    const std::string name = ix.files[f] + ": ", url = dir + ix.files[f];
+  bool all_read = true;
+  for (const std::string& file : files) {
+    const std::string shard = dir + file;
     VerifyReport m;
     try {
-      const auto obj = remote::Object::open(url, Options{}.remote);
+      const auto obj = remote::Object::open(shard, Options{}.remote);
       const ByteRange head{0, std::min<std::uint64_t>(obj->size(), 4096)};
       obj->ensure(std::span<const ByteRange>(&head, 1));
       if (looks_like_json(obj->bytes().slice(0, static_cast<std::size_t>(head.length)))) {
-        m.problems.push_back("set member '" + url + "' is JSON, not a checkpoint");
+        m.problems.push_back("set member '" + shard + "' is JSON, not a checkpoint");
       } else {
-        verify_file(whole(*obj), m, limits, strict, &facts[f]);
+        verify_file(whole(*obj), m, limits, strict);
         m.checks.push_back(fetched(*obj));
       }
     } catch (const Error& e) {
+      all_read = false;
       m.problems.push_back("cannot be read: " + problem_of(e));
     }
-    for (const auto& c : m.checks) r.checks.push_back(name + c);
-    for (const auto& p : m.problems) r.problems.push_back(name + p);
-    for (const auto& w : m.warnings) r.warnings.push_back(name + w);
+    for (const auto& c : m.checks) r.checks.push_back(file + ": " + c);
+    for (const auto& p : m.problems) r.problems.push_back(file + ": " + p);
+    for (const auto& w : m.warnings) r.warnings.push_back(file + ": " + w);
   }
-  // The set as one: each tensor the weight_map names is in the file it names; what a file holds
-  // beyond the map is left out (a warning, as the set opener says); one byte order throughout.
-  bool set_ok = true;
-  std::optional<std::size_t> first;
-  for (std::size_t f = 0; f < ix.files.size(); ++f) {
-    MemberFacts& m = facts[f];
-    if (!m.opened) {
-      set_ok = false;  // its problem is reported above
-      continue;
-    }
-    std::sort(m.names.begin(), m.names.end());
-    std::vector<std::string_view> wanted;
-    for (const auto& [tensor, file] : ix.entries) {
-      if (file == f) wanted.emplace_back(tensor);
-    }
-    for (const auto& w : wanted) {
-      if (!std::binary_search(m.names.begin(), m.names.end(), w)) {
-        set_ok = false;
-        r.problems.push_back("the weight_map puts tensor '" + std::string(w) + "' in '" + ix.files[f] +
-                             "', which does not hold it; the shard or the index is from another version of the model");
-      }
-    }
-    for (const auto& n : m.names) {
-      if (!std::binary_search(wanted.begin(), wanted.end(), std::string_view(n))) {
-        r.warnings.push_back("tensor '" + n + "' is in '" + ix.files[f] +
-                             "' but not in the weight_map; it is left out (transformers loads only what the map names)");
-      }
-    }
-    if (!first) {
-      first = f;
-    } else if (m.byteorder != facts[*first].byteorder) {
-      set_ok = false;
-      r.problems.push_back("'" + ix.files[f] + "' stores " + std::string(byteorder_name(m.byteorder)) +
-                           "-endian data, the set's first file " + std::string(byteorder_name(facts[*first].byteorder)) +
-                           "-endian; re-save one of them");
-    }
-  }
-  if (set_ok) {
-    std::uint64_t bytes = 0;
-    for (const MemberFacts& m : facts) bytes += m.storage_bytes;
-    r.checks.push_back("the index's weight_map: " + std::to_string(ix.entries.size()) + " tensors, each once, in " +
-                       std::to_string(ix.files.size()) + " files that hold them");
-    if (!ix.total_size.empty()) {
-      r.checks.push_back("metadata total_size " + ix.total_size + " (reported, not trusted; the tensors' storages hold " +
-                         std::to_string(bytes) + " bytes)");
-    }
-  }
+  if (all_read) check_set(url, r, limits, strict);  // a shard that cannot be read is said once, above
   return r;
 }
 
@@ -443,7 +294,7 @@ VerifyReport verify(const std::filesystem::path& path, const Limits& limits, boo
     const ByteRange head{0, std::min<std::uint64_t>(obj->size(), 4096)};
     obj->ensure(std::span<const ByteRange>(&head, 1));
     if (looks_like_json(obj->bytes().slice(0, static_cast<std::size_t>(head.length)))) {
-      return verify_url_set(*obj, limits, strict);
+      return verify_url_set(path.string(), *obj, limits, strict);
     }
     VerifyReport r;
     r.path = remote::display_url(path.string());
