@@ -99,11 +99,17 @@ void check_crcs(const zip::Archive& ar, VerifyReport& r) {
                      (without ? " (" + std::to_string(without) + " written without one)" : ""));
 }
 
-void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict) {
+// Open options whose diagnostics become the report's warnings.
+Options options_for(VerifyReport& r, const Limits& limits, bool strict) {
   Options o;
   o.limits = limits;
   o.strict = strict;
   o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
+  return o;
+}
+
+void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict) {
+  const Options o = options_for(r, limits, strict);
   try {
     const Checkpoint c = Checkpoint::from_file(file, o);
     r.format = std::string(format_name(c.format()));
@@ -128,10 +134,7 @@ VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits,
   VerifyReport r;
   r.path = path.string();
   r.format = "dcp";
-  Options o;
-  o.limits = limits;
-  o.strict = strict;
-  o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
+  const Options o = options_for(r, limits, strict);
   try {
     const Checkpoint c = Checkpoint::open(path, o);
     r.checks.push_back("metadata read by the inert pickle machine: " + std::to_string(c.tensors().size()) +
@@ -149,10 +152,7 @@ VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits,
 // The set as one (the weight_map against the files' tensors, one byte order), as the set opener
 // checks it; its errors and warnings into r.
 void check_set(const std::string& index, VerifyReport& r, const Limits& limits, bool strict) {
-  Options o;
-  o.limits = limits;
-  o.strict = strict;
-  o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
+  const Options o = options_for(r, limits, strict);
   try {
     const Checkpoint c = Checkpoint::open(index, o);
     r.checks.push_back("the index's weight_map: " + std::to_string(c.tensors().size()) + " tensors, each once, in " +

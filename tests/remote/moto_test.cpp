@@ -25,13 +25,14 @@
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/hash.h"
 #include "maploc/torch/verify.h"
+#include "remote/remote_checks.h"
 #include "run_shell.h"
 
 using namespace maploc;
 
 namespace {
 
-const std::string kFixtures = MAPLOC_FIXTURES_DIR;
+using test::kFixtures;
 const std::string kBucket = "maploc-fixtures";
 const std::string kRegion = "eu-west-3";
 
@@ -161,26 +162,10 @@ class AwsEnv {
 
 std::string s3(const std::string& key) { return "s3://" + kBucket + "/" + key; }
 
-std::vector<std::string> hashes(const torch::Checkpoint& c) {
-  std::vector<std::string> out;
-  for (const auto& t : c.tensors()) out.push_back(t.name + " " + (t.storage ? torch::tensor_sha256(c, t) : "-"));
-  return out;
-}
+using test::hashes;
+using test::raised;
 
-torch::Options quick(unsigned retries = 2) {
-  torch::Options o;
-  o.remote.retries = retries;
-  return o;
-}
-
-std::pair<std::string, std::string> raised(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {std::string(error_code_name(e.code())), e.what()};
-  }
-  return {};
-}
+torch::Options quick(unsigned retries = 2) { return test::with_retries(retries); }
 
 /// No credential of the server's in `text`.
 void check_no_secret(const std::string& text) {

@@ -14,41 +14,20 @@
 #include "maploc/torch/checkpoint.h"
 #include "maploc/torch/hash.h"
 #include "maploc/torch/verify.h"
-#include "remote/loopback_server.h"
+#include "remote/remote_checks.h"
 #include "run_shell.h"
 
 using namespace maploc;
 
 namespace {
 
-const std::string kFixtures = MAPLOC_FIXTURES_DIR;
+using test::hashes;
+using test::kFixtures;
+using test::raised;
 
-test::LoopbackServer& server() {
-  static test::LoopbackServer s(kFixtures);
-  return s;
-}
+test::LoopbackServer& server() { return test::fixture_server(); }
 
-std::vector<std::string> hashes(const torch::Checkpoint& c) {
-  std::vector<std::string> out;
-  for (const auto& t : c.tensors()) out.push_back(t.name + " " + (t.storage ? torch::tensor_sha256(c, t) : "-"));
-  return out;
-}
-
-torch::Options quick(unsigned retries = 4) {
-  torch::Options o;
-  o.remote.retries = retries;
-  return o;
-}
-
-// The code an expression raises, and its message (both empty when it raises nothing).
-std::pair<std::string, std::string> raised(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {std::string(error_code_name(e.code())), e.what()};
-  }
-  return {};
-}
+torch::Options quick(unsigned retries = 4) { return test::with_retries(retries); }
 
 const char* const kFiles[] = {
     "checkpoints/gpu_tagged.t113.pt",   "checkpoints/dtypes.t2x.pt",        "checkpoints/deflated.t2x.pt",
