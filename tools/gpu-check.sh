@@ -456,8 +456,11 @@ step_tests() {
         cuts+=("whole ctest suite: skipped for time")
       else
         rc=0
+        # The moto tests need the dev machine's test venv (moto from the package index), which the GPU
+        # machine lacks (no registry there): excluded by name, and said so; CI runs them.
+        say "Whole ctest suite without the remote: moto: tests (moto's S3 server needs .cache/safetensors-venv; CI runs them)."
         MAPLOC_CUDA_REQUIRED=1 run ctest "$secs" ctest --test-dir "$build" -j "$nproc" --timeout 300 \
-          --output-on-failure || rc=$?
+          --output-on-failure -E '^remote: ?moto' || rc=$?
         grep -E "tests passed|tests failed|Total Test time" "$out/raw/ctest.txt" >"$out/raw/ctest-summary.txt" || true
         sed -n '/The following tests/,$p' "$out/raw/ctest.txt" | grep -v '^Errors while' >>"$out/raw/ctest-summary.txt" || true
         say "Whole ctest suite (MAPLOC_CUDA_REQUIRED=1), summary:"
