@@ -229,10 +229,14 @@ class ModuleTest(unittest.TestCase):
     def test_url_sources_load_as_files(self):
         # A URL (here the loopback range server of tests/remote) reads as the file does (docs/remote.md).
         import subprocess
-        server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote", "range_server.py")
+        # Beside fixtures/ in the source tree (this file also runs from a copy, against the installed wheel).
+        server = os.path.join(os.path.dirname(os.path.abspath(FIXTURES)), "tests", "remote", "range_server.py")
+        self.assertTrue(os.path.isfile(server), "no range server at %s" % server)
         proc = subprocess.Popen([sys.executable, server, FIXTURES], stdout=subprocess.PIPE, text=True)
         try:
-            port = int(proc.stdout.readline().split()[1])
+            line = proc.stdout.readline()
+            self.assertTrue(line.startswith("PORT "), "the range server did not start: %r" % line)
+            port = int(line.split()[1])
             url = "http://127.0.0.1:%d/ok/checkpoints/gpu_tagged.t113.pt" % port
             want = manifest("gpu_tagged.t113.pt")["tensors"]
             for host in ("view", "copy"):
@@ -247,6 +251,7 @@ class ModuleTest(unittest.TestCase):
         finally:
             proc.terminate()
             proc.wait()
+            proc.stdout.close()
 
     def test_public_names_have_docstrings(self):
         for name in maploc.__all__:
