@@ -32,7 +32,14 @@ function(maploc_add_module name)
 endfunction()
 
 # Warnings and sanitizers shared by every maploc target (libraries, tests, CLI).
+# maploc_target_defaults(<target> [TEST]): TEST for test programs' own sources.
+# Sanitizer builds are there to find bugs, not to be fast, and CI builds two of them on two cores
+# (docs/testing.md, "CI's time"): the library at -O1 (what the sanitizers' own docs advise: reports
+# stay exact, the tests still run at a useful speed), test sources at -O0 (Catch2's macros make
+# large functions that -O1 spends most of the compile on; the work under test is the library's),
+# and -g1: line tables, all a report's stack needs.
 function(maploc_target_defaults target)
+  cmake_parse_arguments(ARG "TEST" "" "" ${ARGN})
   target_compile_features(${target} PUBLIC cxx_std_20)
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
@@ -42,5 +49,10 @@ function(maploc_target_defaults target)
     target_compile_options(${target} PUBLIC $<BUILD_INTERFACE:-fsanitize=${MAPLOC_SANITIZE}
                            -fno-omit-frame-pointer -fno-sanitize-recover=all>)
     target_link_options(${target} PUBLIC $<BUILD_INTERFACE:-fsanitize=${MAPLOC_SANITIZE}>)
+    if(ARG_TEST)
+      target_compile_options(${target} PRIVATE -O0 -g1)
+    else()
+      target_compile_options(${target} PRIVATE -O1 -g1)
+    endif()
   endif()
 endfunction()

@@ -19,7 +19,8 @@ test=(catch2            # the test framework
       python3-torch     # tests/write loads maploc-written files with real torch (1.13)
       python3-numpy     # the Python module's DLPack tests
       python3-venv      # .cache/safetensors-venv (below)
-      clang-16          # tools/syntax-check.py: every source under GCC 13+/Clang 16+'s C++20 rules
+      clang-16          # the sanitizer builds (tools/test.sh), and tools/syntax-check.py for the rest
+      libclang-rt-16-dev  # clang-16's ASan, UBSan and TSan runtimes
       ca-certificates)  # fixtures/real/fetch.py downloads the real-world corpus over HTTPS
 
 case "$mode" in
