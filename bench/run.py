@@ -109,7 +109,9 @@ def sizes(build):
 
 
 def verify(build, manifest):
-    """Outside every timed region: maploc's per-tensor sha256 against torch's, for the hashed workloads."""
+    """Outside every timed region: maploc's per-tensor sha256 against torch's, for the hashed workloads.
+    One line per workload, recorded in results.json and the doc; any but "all N tensors equal torch's" fails
+    the run (main exits 1 once the figures are written)."""
     cli = os.path.join(build, "src/cli/maploc")
     res = {}
     for wid, w in manifest.items():
@@ -205,8 +207,13 @@ def main():
                                      "refs": refs}
         json.dump(results, open(os.path.join(args.work, "results.json"), "w"), indent=1)
     report.write(results, args.doc)
+    failed = {wid: v for wid, v in results["verify"].items() if not v.startswith("all ")}
+    for wid, v in failed.items():
+        print(f"run.py: FAILED: {wid}: maploc's tensors are not torch's ({v}); the figures are of wrong bytes",
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
     sys.path.insert(0, HERE)
-    main()
+    sys.exit(main())

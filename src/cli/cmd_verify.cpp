@@ -11,7 +11,7 @@ int cmd_verify(const Args& args) {
   if (args.positional.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kCli, "usage: maploc verify FILE [--json]");
   }
-  const auto r = torch::verify(args.positional[0], limits_of(args), args.has("strict"));
+  const auto r = torch::verify(args.positional[0], open_options(args));  // the remote options of every command
   if (args.has("json")) {
     OutBuffer out(OutBuffer::Mode::kWhole);
     JsonWriter(out.text())

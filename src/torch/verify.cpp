@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string_view>
 
@@ -99,17 +100,15 @@ void check_crcs(const zip::Archive& ar, VerifyReport& r) {
                      (without ? " (" + std::to_string(without) + " written without one)" : ""));
 }
 
-// Open options whose diagnostics become the report's warnings.
-Options options_for(VerifyReport& r, const Limits& limits, bool strict) {
-  Options o;
-  o.limits = limits;
-  o.strict = strict;
+// The caller's open options (limits, strict, remote) whose diagnostics become the report's warnings.
+Options options_for(VerifyReport& r, const Options& options) {
+  Options o = options;
   o.diagnostics = [&r](std::string_view m) { r.warnings.emplace_back(m); };
   return o;
 }
 
-void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict) {
-  const Options o = options_for(r, limits, strict);
+void check_checkpoint(const MappedFile& file, VerifyReport& r, const Options& options) {
+  const Options o = options_for(r, options);
   try {
     const Checkpoint c = Checkpoint::from_file(file, o);
     r.format = std::string(format_name(c.format()));
@@ -130,11 +129,11 @@ void check_checkpoint(const MappedFile& file, VerifyReport& r, const Limits& lim
 
 // A torch.distributed.checkpoint directory: the metadata read inertly, then every tensor
 // assembled from its chunks (each chunk's zip and tensor checked as it is opened).
-VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits, bool strict) {
+VerifyReport verify_dcp(const std::filesystem::path& path, const Options& options) {
   VerifyReport r;
   r.path = path.string();
   r.format = "dcp";
-  const Options o = options_for(r, limits, strict);
+  const Options o = options_for(r, options);
   try {
     const Checkpoint c = Checkpoint::open(path, o);
     r.checks.push_back("metadata read by the inert pickle machine: " + std::to_string(c.tensors().size()) +
@@ -151,8 +150,8 @@ VerifyReport verify_dcp(const std::filesystem::path& path, const Limits& limits,
 
 // The set as one (the weight_map against the files' tensors, one byte order), as the set opener
 // checks it; its errors and warnings into r.
-void check_set(const std::string& index, VerifyReport& r, const Limits& limits, bool strict) {
-  const Options o = options_for(r, limits, strict);
+void check_set(const std::string& index, VerifyReport& r, const Options& options) {
+  const Options o = options_for(r, options);
   try {
     const Checkpoint c = Checkpoint::open(index, o);
     r.checks.push_back("the index's weight_map: " + std::to_string(c.tensors().size()) + " tensors, each once, in " +
@@ -172,11 +171,11 @@ void check_set(const std::string& index, VerifyReport& r, const Limits& limits, 
 
 // A set: every file the index names checked on its own, then the set as one
 // (the weight_map against the files' tensors).
-VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits, bool strict) {
+VerifyReport verify_set(const std::filesystem::path& path, const Options& options) {
   VerifyReport r;
   r.path = path.string();
   r.format = "set";
-  if (!dcp_metadata_files(path).empty()) return verify_dcp(path, limits, strict);
+  if (!dcp_metadata_files(path).empty()) return verify_dcp(path, options);
   std::vector<std::filesystem::path> files;
   try {
     files = set_files(path);
@@ -186,19 +185,20 @@ VerifyReport verify_set(const std::filesystem::path& path, const Limits& limits,
   }
   for (const auto& f : files) {
     if (std::error_code ec; !std::filesystem::exists(f, ec)) continue;  // the set check below names it
-    const VerifyReport m = verify(f, limits, strict);
+    const VerifyReport m = verify(f, options);
     const std::string name = f.filename().string() + ": ";
     for (const auto& c : m.checks) r.checks.push_back(name + c);
     for (const auto& p : m.problems) r.problems.push_back(name + p);
     for (const auto& w : m.warnings) r.warnings.push_back(name + w);
   }
-  check_set(path.string(), r, limits, strict);
+  check_set(path.string(), r, options);
   return r;
 }
 
 // The checks of one file's bytes: its container (CRCs, or how much of a cut download is present),
 // then the checkpoint in it.
-void verify_file(const MappedFile& file, VerifyReport& r, const Limits& limits, bool strict) {
+void verify_file(const MappedFile& file, VerifyReport& r, const Options& options) {
+  const Limits& limits = options.limits;
   const auto head = file.bytes.span().first(std::min<std::size_t>(file.bytes.size(), 512));
   const ContentKind kind = sniff_content(head);
   r.format = describe_content(kind);
@@ -217,20 +217,33 @@ void verify_file(const MappedFile& file, VerifyReport& r, const Limits& limits, 
     }
     check_crcs(*ar, r);
   }
-  check_checkpoint(file, r, limits, strict);
+  check_checkpoint(file, r, options);
 }
 
-// An object by URL, every byte fetched (those present already are not fetched again).
-MappedFile whole(const remote::Object& obj) {
-  obj.set_read_in_full();
-  const ByteRange all{0, obj.size()};
-  obj.ensure(std::span<const ByteRange>(&all, 1));
-  return obj.file();
+// An object by URL, every byte fetched, each once: the caller's remote options (retries, requests in
+// flight, sizes, as every command's Checkpoint::open and open_url honour them), the opener they use
+// (remote::Object::open: credentials, redirects, validators), then the object's tail (its first
+// request), its head and the rest. Not open_url's zip-structure rounds first: verify reads every byte
+// (it checks every CRC), and the rest would then be the storages between local headers already
+// present, fetched one request each or with the headers read again.
+struct UrlObject {
+  MappedFile file;
+  std::shared_ptr<const remote::Object> object;  // its transfer: what reading it cost
+};
+
+UrlObject fetch_whole(const std::string& url, const Options& options) {
+  auto obj = remote::Object::open(url, options.remote);
+  obj->set_read_in_full();
+  const ByteRange head{0, std::min<std::uint64_t>(obj->size(), 4096)};
+  obj->ensure(std::span<const ByteRange>(&head, 1));
+  const ByteRange all{0, obj->size()};
+  obj->ensure(std::span<const ByteRange>(&all, 1));
+  return {obj->file(), std::move(obj)};
 }
 
 // What reading an object by URL cost: its bytes once, unless a request was retried.
-std::string fetched(const remote::Object& obj) {
-  const RemoteTransfer t = obj.transfer();
+std::string fetched(const UrlObject& u) {
+  const RemoteTransfer t = u.object->transfer();
   return "read by URL: " + std::to_string(t.bytes_read) + " bytes for " + std::to_string(t.object_bytes) + " in " +
          std::to_string(t.requests) + (t.requests == 1 ? " request" : " requests") +
          (t.retries ? " (" + std::to_string(t.retries) + " retried)" : "");
@@ -240,34 +253,30 @@ std::string problem_of(const Error& e) { return e.message() + (e.item().empty() 
 
 // A sharded set's index by URL: each shard beside it (the index's URL joined with the weight_map's
 // name, as the set opener joins them) fetched whole once and checked as a file, then the set as one.
-VerifyReport verify_url_set(const std::string& url, const remote::Object& index_object, const Limits& limits,
-                            bool strict) {
+VerifyReport verify_url_set(const std::string& url, const UrlObject& index, const Options& options) {
   VerifyReport r;
-  const MappedFile index = whole(index_object);
-  r.path = index.path;  // display_url: no user information, no query
+  r.path = index.file.path;  // display_url: no user information, no query
   r.format = "set";
-  r.checks.push_back("the index " + fetched(index_object));
+  r.checks.push_back("the index " + fetched(index));
   std::vector<std::string> files;
   try {
-    files = set_index_files(index.bytes, index.path);
+    files = set_index_files(index.file.bytes, index.file.path);
   } catch (const Error& e) {
     r.problems.push_back(problem_of(e));
     return r;
   }
-  const std::string dir = index.path.substr(0, index.path.rfind('/') + 1);
+  const std::string dir = index.file.path.substr(0, index.file.path.rfind('/') + 1);
   bool all_read = true;
   for (const std::string& file : files) {
     const std::string shard = dir + file;
     VerifyReport m;
     try {
-      const auto obj = remote::Object::open(shard, Options{}.remote);
-      const ByteRange head{0, std::min<std::uint64_t>(obj->size(), 4096)};
-      obj->ensure(std::span<const ByteRange>(&head, 1));
-      if (looks_like_json(obj->bytes().slice(0, static_cast<std::size_t>(head.length)))) {
+      const UrlObject obj = fetch_whole(shard, options);
+      if (looks_like_json(obj.file.bytes)) {
         m.problems.push_back("set member '" + shard + "' is JSON, not a checkpoint");
       } else {
-        verify_file(whole(*obj), m, limits, strict);
-        m.checks.push_back(fetched(*obj));
+        verify_file(obj.file, m, options);
+        m.checks.push_back(fetched(obj));
       }
     } catch (const Error& e) {
       all_read = false;
@@ -277,36 +286,38 @@ VerifyReport verify_url_set(const std::string& url, const remote::Object& index_
     for (const auto& p : m.problems) r.problems.push_back(file + ": " + p);
     for (const auto& w : m.warnings) r.warnings.push_back(file + ": " + w);
   }
-  if (all_read) check_set(url, r, limits, strict);  // a shard that cannot be read is said once, above
+  if (all_read) check_set(url, r, options);  // a shard that cannot be read is said once, above
   return r;
 }
 
 }  // namespace
 
 VerifyReport verify(const std::filesystem::path& path, const Limits& limits, bool strict) {
+  Options options;
+  options.limits = limits;
+  options.strict = strict;
+  return verify(path, options);
+}
+
+VerifyReport verify(const std::filesystem::path& path, const Options& options) {
   std::error_code ec;
   const bool url = remote::is_url(path.string());
-  if (!url && std::filesystem::is_directory(path, ec)) return verify_set(path, limits, strict);
+  if (!url && std::filesystem::is_directory(path, ec)) return verify_set(path, options);
   if (url) {
-    // Fetched whole (verify reads every byte), each byte once: the object's tail (its first request),
-    // its head, then the rest; an index's shards are verified the same way (verify_url_set).
-    const auto obj = remote::Object::open(path.string(), Options{}.remote);
-    const ByteRange head{0, std::min<std::uint64_t>(obj->size(), 4096)};
-    obj->ensure(std::span<const ByteRange>(&head, 1));
-    if (looks_like_json(obj->bytes().slice(0, static_cast<std::size_t>(head.length)))) {
-      return verify_url_set(path.string(), *obj, limits, strict);
-    }
+    // Opened as every command opens a URL, then fetched whole; an index's shards the same way.
+    const UrlObject obj = fetch_whole(path.string(), options);
+    if (looks_like_json(obj.file.bytes)) return verify_url_set(path.string(), obj, options);
     VerifyReport r;
     r.path = remote::display_url(path.string());
-    verify_file(whole(*obj), r, limits, strict);
-    r.checks.push_back(fetched(*obj));
+    verify_file(obj.file, r, options);
+    r.checks.push_back(fetched(obj));
     return r;
   }
   const MappedFile file = MappedFile::open(path);
-  if (looks_like_json(file.bytes)) return verify_set(path, limits, strict);
+  if (looks_like_json(file.bytes)) return verify_set(path, options);
   VerifyReport r;
   r.path = path.string();
-  verify_file(file, r, limits, strict);
+  verify_file(file, r, options);
   return r;
 }
 

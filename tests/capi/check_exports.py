@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_exports.py LIBRARY INCLUDE_DIR - libmaploc.so exports the supported API and nothing else.
+"""check_exports.py LIBRARY INCLUDE_DIR API_DOC - libmaploc.so exports the supported API and nothing else.
 
 The rule (docs/api.md, "What libmaploc.so exports"): a dynamic symbol is allowed when it is
 - a C API function declared MAPLOC_C_EXPORT in maploc/maploc_c.h (and every one of those is exported,
@@ -10,6 +10,12 @@ The rule (docs/api.md, "What libmaploc.so exports"): a dynamic symbol is allowed
 Everything else (internal classes, detail namespaces, std:: instantiations over maploc types) must be
 local to the library. The allowed names come from the headers, not from third_party/libmaploc.map, so
 the check is independent of the version script that implements it.
+
+The tiers (docs/api.md, "Headers: what is supported"): API_DOC's table "Reference: every public header"
+gives each installed header its tier, stable (the promised contract) or tools (installed and exported
+for tools, no stability promise). Every header under INCLUDE_DIR has exactly one tier there and every
+header the table names exists (a new header cannot be installed without deciding what it promises);
+the C API is stable; the exported C++ symbols are counted per tier, by the header that declares them.
 """
 import os
 import re
@@ -28,18 +34,42 @@ def strip_source(text):
     return re.sub(r"^\s*#[^\n]*", " ", text, flags=re.M)
 
 
+TIERS = ("stable", "tools")
+
+
+def public_headers(include_dir):
+    """Every public header, as docs/api.md names it: maploc/torch/checkpoint.h."""
+    return sorted(os.path.relpath(os.path.join(root, f), include_dir)
+                  for root, _, files in os.walk(include_dir) for f in files if f.endswith(".h"))
+
+
 def public_names(include_dir):
-    """{namespace: {identifiers at that namespace's scope}} over every public header."""
+    """{namespace: {identifier at that namespace's scope: {headers declaring it}}} over every public header."""
     names = {}
-    for root, _, files in os.walk(include_dir):
-        for f in files:
-            if f.endswith(".h"):
-                with open(os.path.join(root, f)) as fh:
-                    scan(strip_source(fh.read()), names)
+    for header in public_headers(include_dir):
+        with open(os.path.join(include_dir, header)) as fh:
+            scan(strip_source(fh.read()), names, header)
     return names
 
 
-def scan(text, names):
+def api_tiers(api_doc):
+    """{header: tier} from the tier column of API_DOC's reference table, and the problems of the table."""
+    tiers, problems = {}, []
+    with open(api_doc) as fh:
+        for line in fh:
+            m = re.match(r"\|\s*`(maploc/[\w/]+\.h)`\s*\|\s*(\w+)\s*\|", line)
+            if not m:
+                continue
+            header, tier = m.groups()
+            if tier not in TIERS:
+                problems.append(f"{api_doc}: {header} has tier '{tier}', not one of {', '.join(TIERS)}")
+            elif header in tiers:
+                problems.append(f"{api_doc}: {header} is listed twice")
+            tiers[header] = tier
+    return tiers, problems
+
+
+def scan(text, names, header):
     """Identifiers seen at namespace scope, outside every class body, function body and parenthesis."""
     stack = []          # "ns:<name>" for namespaces, "{" for any other brace
     parens = 0
@@ -64,7 +94,7 @@ def scan(text, names):
             parens -= 1
         elif re.match(r"[A-Za-z_]", t) and parens == 0 and all(s.startswith("ns:") for s in stack):
             ns = "::".join(s[3:] for s in stack)
-            names.setdefault(ns, set()).add(t.split("::")[0])
+            names.setdefault(ns, {}).setdefault(t.split("::")[0], set()).add(header)
         i += 1
 
 
@@ -125,21 +155,23 @@ def qualified_name(symbol):
     return [re.sub(r"<.*", "", p) for p in parts] if parts and all(parts) else None
 
 
-def allowed(symbol, names, capi):
+def declared_in(symbol, names, capi):
+    """The public headers declaring what an exported symbol belongs to (maploc_c.h for the C API); empty
+    when it is not supported API."""
     if "::" not in symbol and " " not in symbol:
-        return symbol in capi
+        return {"maploc/maploc_c.h"} if symbol in capi else set()
     parts = qualified_name(symbol)
     if not parts or parts[0] != "maploc" or "detail" in parts or any("anonymous" in p for p in parts):
-        return False
+        return set()
     for depth in (2, 1):                             # maploc::torch::X before maploc::X
         ns = "::".join(parts[:depth])
         if ns in NAMESPACES and len(parts) > depth and (depth == 2 or parts[1] not in ("zip", "pickle", "torch", "remap", "remote")):
-            return parts[depth] in names.get(ns, set())
-    return False
+            return names.get(ns, {}).get(parts[depth], set())
+    return set()
 
 
 def main():
-    library, include_dir = sys.argv[1:3]
+    library, include_dir, api_doc = sys.argv[1:4]
     out = subprocess.run(["nm", "-D", "--defined-only", library], stdout=subprocess.PIPE, check=True,
                          text=True).stdout
     mangled = [line.split()[-1] for line in out.splitlines() if line.strip()]
@@ -148,16 +180,34 @@ def main():
                                text=True).stdout.splitlines()
     names, (capi_required, capi_conditional) = public_names(include_dir), c_api(include_dir)
     capi = capi_required | capi_conditional
-    bad = sorted(set(d for d in demangled if not allowed(d, names, capi)))
+    tiers, tier_problems = api_tiers(api_doc)
+    headers = public_headers(include_dir)
+    tier_problems += [f"{h} is installed but has no tier in {api_doc}" for h in headers if h not in tiers]
+    tier_problems += [f"{api_doc} gives a tier to {h}, which is not installed" for h in tiers if h not in headers]
+    if tiers.get("maploc/maploc_c.h", "stable") != "stable":
+        tier_problems.append(f"{api_doc}: the C API (maploc/maploc_c.h) is not stable")
+    bad, per_tier = set(), {t: 0 for t in TIERS}
+    for d in demangled:
+        where = declared_in(d, names, capi)
+        if not where:
+            bad.add(d)
+        elif "::" in d:   # a name declared in a stable header and a tools one is stable
+            per_tier["stable" if any(tiers.get(h) == "stable" for h in where) else "tools"] += 1
+    bad = sorted(bad)
     missing = sorted(capi_required - set(mangled))
-    cxx = sum(1 for d in demangled if "::" in d)
-    print(f"{library}: {len(demangled)} exported ({len(set(mangled) & capi)} C API functions, {cxx} C++ symbols)")
+    print(f"{library}: {len(demangled)} exported ({len(set(mangled) & capi)} C API functions, "
+          f"{per_tier['stable']} C++ symbols of the stable API, {per_tier['tools']} of the tools tier; "
+          f"{sum(t == 'stable' for t in tiers.values())} stable headers, {sum(t == 'tools' for t in tiers.values())} "
+          "for tools: docs/api.md)")
     for d in bad:
         print("NOT SUPPORTED API, exported:", d)
     for m in missing:
         print("C API function not exported:", m)
-    if bad or missing:
-        print(f"FAILED: {len(bad)} symbol(s) outside the supported API, {len(missing)} C API function(s) missing")
+    for p in tier_problems:
+        print("TIER:", p)
+    if bad or missing or tier_problems:
+        print(f"FAILED: {len(bad)} symbol(s) outside the supported API, {len(missing)} C API function(s) missing, "
+              f"{len(tier_problems)} problem(s) with the tiers of docs/api.md")
         return 1
     return 0
 

@@ -3,6 +3,7 @@
 #include "standin_test_support.h"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 using namespace maploc::standin;
@@ -196,20 +197,36 @@ TEST_CASE("engines: two devices copy concurrently, one device's engine serialise
 }
 
 TEST_CASE("threads: calls from several threads are serialised safely") {
+  // Every call is counted and must succeed: a stand-in whose calls all failed would otherwise leave
+  // nothing live and pass.
   Control& c = fresh();
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 50;
+  std::atomic<int> set_device{0}, mallocs{0}, copies{0}, syncs{0}, readbacks{0}, frees{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&c, t] {
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
       if (c.cudaSetDevice(t % 2) != 0) return;
-      for (int i = 0; i < 50; ++i) {
+      ++set_device;
+      for (int i = 0; i < kRounds; ++i) {
         void* p = nullptr;
-        std::vector<unsigned char> host(512, static_cast<unsigned char>(i));
+        const auto value = static_cast<unsigned char>(t * kRounds + i);
+        std::vector<unsigned char> host(512, value);
         if (c.cudaMalloc(&p, 512) != 0) return;
-        (void)c.cudaMemcpyAsync(p, host.data(), 512, kH2D, nullptr);
-        (void)c.cudaStreamSynchronize(nullptr);
-        (void)c.cudaFree(p);
+        ++mallocs;
+        if (c.cudaMemcpyAsync(p, host.data(), 512, kH2D, nullptr) == 0) ++copies;
+        if (c.cudaStreamSynchronize(nullptr) == 0) ++syncs;
+        std::vector<unsigned char> back(512, static_cast<unsigned char>(~value));
+        if (c.device_bytes(p, back.data(), 512) == 0 && back == host) ++readbacks;
+        if (c.cudaFree(p) == 0) ++frees;
       }
     });
   for (auto& t : threads) t.join();
+  CHECK(set_device == kThreads);
+  CHECK(mallocs == kThreads * kRounds);
+  CHECK(copies == kThreads * kRounds);
+  CHECK(syncs == kThreads * kRounds);
+  CHECK(readbacks == kThreads * kRounds);
+  CHECK(frees == kThreads * kRounds);
   require_clean(c);
 }

@@ -97,24 +97,52 @@ class ModuleTest(unittest.TestCase):
             self.assertEqual(e.exception.code, 4)
 
     def test_files_that_try_to_run_code_run_nothing(self):
+        # Every checkpoint of the malicious corpus read with the default limits (the module takes no
+        # Limits; entries that lower one are the C++ corpus test's): nothing runs, and each gives the
+        # outcome its manifest entry names, read as the C++ corpus test reads it: a "checkpoint" entry
+        # opened (maploc.ls), a "load" entry loaded and every tensor hashed (maploc.tensors, sha256).
+        # A file refused when opened is refused by the loads too, with the same code; maploc.load of
+        # every file is run as well, for the canary.
         security = read_json(fixture("malicious", "manifest.json"))
         canary = security["canary"]
         if os.path.exists(canary):
             os.remove(canary)
-        tried = 0
+
+        def outcome(call, path):
+            try:
+                call(path)
+                return "ok"
+            except maploc.Error as e:
+                return e.code_name
+
+        def load(path):
+            return maploc.load(path, map_location="cpu")
+
+        def hashed(path):
+            for t in maploc.tensors(path, map_location="cpu").values():
+                t.sha256()
+
+        tried, refused, payloads = 0, 0, 0
         for entry in security["entries"]:
-            if entry["reader"] != "checkpoint" or not entry.get("globals"):
+            if entry["reader"] not in ("checkpoint", "load") or entry.get("limits"):
                 continue
-            try:
-                maploc.load(fixture("malicious", entry["file"]), map_location="cpu")
-            except maploc.Error:
-                pass
-            try:
-                maploc.tensors(fixture("malicious", entry["file"]), map_location="cpu")
-            except maploc.Error:
-                pass
+            path = fixture("malicious", entry["file"])
+            if entry["reader"] == "load":
+                calls = {"tensors, sha256": hashed}
+            elif entry["expect"] == "ok":
+                calls = {"ls": maploc.ls}
+            else:
+                calls = {"ls": maploc.ls, "load": load, "tensors, sha256": hashed}
+            for name, call in calls.items():
+                with self.subTest(file=entry["file"], call=name, why=entry["why"]):
+                    self.assertEqual(outcome(call, path), entry["expect"])
+            outcome(load, path)  # whatever it gives, nothing may run
             tried += 1
-        self.assertGreater(tried, 3)
+            refused += entry["expect"] != "ok"
+            payloads += bool(entry.get("globals"))
+        self.assertGreater(tried, 40)
+        self.assertGreater(refused, 25)
+        self.assertGreater(payloads, 15)
         self.assertFalse(os.path.exists(canary), "a payload ran")
 
     def test_error_classes_and_code_names(self):

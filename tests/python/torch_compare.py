@@ -17,7 +17,10 @@ reference (generate.py's classes have stand-ins below); maploc's inert maploc.Ob
 BUILD state against the instance's __dict__. The real corpus is downloaded, so it is never loaded with
 weights_only=False: a file torch's weights_only=True refuses is a counted skip with torch's reason.
 Every skip is listed with its reason and counted; exit 1 on any difference, 77 (a ctest skip) when torch
-cannot be imported (a failure under MAPLOC_PYTHON_REQUIRED=1).
+cannot be imported (a failure under MAPLOC_PYTHON_REQUIRED=1). Without the real corpus (no checkpoint under
+REAL_FILES_DIR) the fixtures are still compared, and a run without differences then exits 77, not 0: half
+the test did not run. Under MAPLOC_REAL_REQUIRED=1 (tools/test.sh, after fetching the CI subset) a file of
+the CI subset (fixtures/real/sources.json) missing from the cache is a failure instead.
 """
 import collections
 import enum
@@ -418,6 +421,15 @@ def composite_check(tally, failures):
                 failures.append((os.path.basename(path), str(e)))
 
 
+def missing_ci_files(fixtures, real):
+    """The CI subset's files (fixtures/real/fetch.py's sources marked "ci") not in the cache REAL is the files/ of."""
+    sys.path.insert(0, os.path.join(fixtures, "real"))
+    import fetch  # noqa: E402 - fixtures/real/fetch.py: where each file of the corpus is cached
+    cache = os.path.dirname(os.path.normpath(real)) if real else fetch.DEFAULT_CACHE
+    return [f"{s['id']}/{e['member']}" for s in fetch.load_sources() if s["ci"] for e in s["files"]
+            if not os.path.isfile(fetch.file_path(cache, s, e))]
+
+
 def main():
     fixtures = sys.argv[1]
     real = sys.argv[2] if len(sys.argv) > 2 else None
@@ -454,7 +466,20 @@ def main():
     for name, why in failures:
         print(f"  FAIL {name}: {why}")
     print(f"{len(failures)} differ")
-    return 1 if failures else 0
+    if os.environ.get("MAPLOC_REAL_REQUIRED") == "1":
+        missing = missing_ci_files(fixtures, real)
+        if missing or not checked_real:
+            print(f"FAIL: MAPLOC_REAL_REQUIRED=1 but {len(missing)} file(s) of the real corpus's CI subset are not "
+                  f"under {real}{' (first: ' + missing[0] + ')' if missing else ''} and {checked_real} real-corpus "
+                  "files were compared: run `python3 fixtures/real/fetch.py`")
+            return 1
+    if failures:
+        return 1
+    if not checked_real:
+        print(f"SKIP: the fixtures are equal, but no real-corpus file was compared (none under {real}: "
+              "`python3 fixtures/real/fetch.py` fetches the CI subset)")
+        return 77
+    return 0
 
 
 if __name__ == "__main__":

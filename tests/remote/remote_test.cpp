@@ -3,6 +3,7 @@
 // retry or its error (docs/remote.md).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -237,6 +238,71 @@ TEST_CASE("the CLI reads URLs in ls (with --records), dis, plan, load, verify, c
   const auto bad = test::run_shell(cli + "ls '" + server().url("loop", f) + "' 2>&1");
   CHECK(bad.exit_code == 3);
   CHECK(bad.out.find("[kRemoteRedirects]") != std::string::npos);
+}
+
+namespace {
+
+// The "read by URL: N bytes for SIZE in K requests" check of a verify report, as {N, SIZE, K}.
+std::vector<unsigned long long> read_line(const std::string& check) {
+  unsigned long long read = 0, size = 0, requests = 0;
+  const auto at = check.find("read by URL: ");
+  if (at == std::string::npos ||
+      std::sscanf(check.c_str() + at, "read by URL: %llu bytes for %llu in %llu", &read, &size, &requests) != 3) {
+    return {};
+  }
+  return {read, size, requests};
+}
+
+}  // namespace
+
+TEST_CASE("verify by URL honours the caller's remote options, for a file and a set's shards", "[remote][verify]") {
+  const std::string f = "checkpoints/shufflenet_v2_x0_5.t113.pt";
+  const auto local = torch::verify(kFixtures + "/" + f);
+  REQUIRE(local.ok());
+  // Retries: the flaky server answers each range's first request 503. Without retries the first
+  // request is the last; with them every check holds, the read line counting what was retried.
+  const auto [code, what] = raised([&] { (void)torch::verify(server().url("flaky", f), quick(0)); });
+  CHECK(code == "kRemoteRequest");
+  CHECK(what.find("after 1 attempts") != std::string::npos);
+  const auto retried = torch::verify(server().url("flaky", f), quick(4));
+  INFO((retried.problems.empty() ? std::string() : retried.problems.front()));
+  CHECK(retried.ok());
+  CHECK(std::vector<std::string>(retried.checks.begin(), retried.checks.end() - 1) == local.checks);
+  CHECK(retried.checks.back().find(" retried)") != std::string::npos);
+  // Request sizes: 64 KiB requests instead of 8 MiB ones, each byte still read once.
+  const auto plain = read_line(torch::verify(server().url("ok", f), quick()).checks.back());
+  torch::Options small = quick();
+  small.remote.chunk_bytes = 64 << 10;
+  const auto chunked_report = torch::verify(server().url("ok", f), small);
+  CHECK(chunked_report.ok());
+  const auto chunked = read_line(chunked_report.checks.back());
+  REQUIRE(plain.size() == 3);
+  REQUIRE(chunked.size() == 3);
+  INFO("default: " << plain[2] << " requests; 64 KiB requests: " << chunked[2]);
+  CHECK(plain[0] == plain[1]);
+  CHECK(chunked[0] == chunked[1]);
+  CHECK(plain[2] <= 4);
+  CHECK(chunked[2] >= chunked[1] / (64 << 10));
+  // A set's index by URL: the index and each shard beside it opened with the same options (a first
+  // request of 64 bytes: each shard, about 1 KiB, then takes a second one).
+  const std::string index = "sharded/st_set/model.safetensors.index.json";
+  torch::Options short_tail = quick();
+  short_tail.remote.tail_bytes = 64;
+  for (const auto& [options, per_object] : {std::pair{quick(), 1ull}, std::pair{short_tail, 2ull}}) {
+    const auto report = torch::verify(server().url("ok", index), options);
+    INFO((report.problems.empty() ? std::string() : report.problems.front()));
+    CHECK(report.ok());
+    std::size_t reads = 0;
+    for (const auto& c : report.checks) {
+      const auto line = read_line(c);
+      if (line.empty()) continue;
+      INFO(c);
+      ++reads;
+      CHECK(line[0] == line[1]);
+      if (line[1] > 64) CHECK(line[2] == per_object);
+    }
+    CHECK(reads == 4);  // the index and its three shards
+  }
 }
 
 TEST_CASE("a sharded set's index by URL opens its shards beside it", "[remote]") {

@@ -13,28 +13,19 @@
 #include <string>
 #include <vector>
 
+#include "cpu_time.h"
 #include "security/security_util.h"
 
 using namespace maploc::security;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using maploc::test::kSanitized;
 
 // The guarantee of docs/security.md: CPU time at most kFixedSeconds + kSecondsPerMB per MB of
 // input, peak memory at most kFixedBytes + kBytesPerByte per input byte. Sanitizers are slower
 // and reserve terabytes of shadow memory, so they get ten times the time and no address-space limit.
-constexpr double kSlow = kSanitized ? 10.0 : 1.0;
+constexpr double kSlow = maploc::test::kSanitizerSlowdown;
 constexpr double kFixedSeconds = 2.0;
 constexpr double kSecondsPerMB = 1.0;
 constexpr std::uint64_t kFixedBytes = std::uint64_t{1} << 30;

@@ -11,8 +11,10 @@
       back to .pt and torch.load that.
 
 Exit 0 when everything matched, 1 on a mismatch, 77 (ctest SKIP_RETURN_CODE)
-when torch (or safetensors) is not importable here, unless MAPLOC_SAFETENSORS_REQUIRED=1
-(tools/test.sh, which installs the package): then a missing package is a failure.
+when torch (or safetensors) is not importable here. A missing torch is a failure instead under
+MAPLOC_PYTHON_REQUIRED=1 (tools/test.sh, after install-deps), and so is a missing torch or
+safetensors in the safetensors mode under MAPLOC_SAFETENSORS_REQUIRED=1 (tools/test.sh, which
+installs the package).
 """
 import ctypes
 import hashlib
@@ -23,7 +25,13 @@ import sys
 
 try:
     import torch
-except Exception as e:  # noqa: BLE001 - any import failure means: skip
+except Exception as e:  # noqa: BLE001 - any import failure means: skip, unless torch is required
+    required = [v for v in ("MAPLOC_PYTHON_REQUIRED", "MAPLOC_SAFETENSORS_REQUIRED") if os.environ.get(v) == "1"]
+    if sys.argv[1:2] != ["safetensors"] and "MAPLOC_SAFETENSORS_REQUIRED" in required:
+        required.remove("MAPLOC_SAFETENSORS_REQUIRED")  # the remap mode needs torch, not safetensors
+    if required:
+        print("FAILED: torch is not importable by %s although %s=1: %s" % (sys.executable, required[0], e))
+        sys.exit(1)
     print("SKIP: torch is not importable: %s" % e)
     sys.exit(77)
 

@@ -35,4 +35,10 @@ struct VerifyReport {
 /// no named tensor reaches, or an unknown rebuild function, is a problem, not a warning.
 VerifyReport verify(const std::filesystem::path& path, const Limits& limits = {}, bool strict = false);
 
+/// The same with the caller's open options: Options::limits and strict as above, and for a URL (and
+/// each shard of a set's index by URL) Options::remote, as Checkpoint::open honours it (retries,
+/// requests in flight, request sizes; docs/remote.md). What Options::diagnostics would be told is
+/// in the report's warnings instead.
+VerifyReport verify(const std::filesystem::path& path, const Options& options);
+
 }  // namespace maploc::torch
