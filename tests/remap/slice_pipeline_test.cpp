@@ -109,4 +109,55 @@ TEST_CASE("a sliced load reports progress as the whole load does", "[remap][slic
   }
 }
 
+TEST_CASE("a sliced load places whole tensors as the whole load does, under every host option", "[remap][slice]") {
+  const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/shufflenet_v2_x0_5.t113.pt"));
+  const auto manifest = read_json(fixture("checkpoints/shufflenet_v2_x0_5.t113.pt.manifest.json"));
+  struct Case {
+    HostMemory host;
+    bool writable;
+    bool populate;
+    bool whole_writable;  // what a whole tensor's storage is; slices are always private copies
+  };
+  for (const Case c : {Case{HostMemory::kMappedView, false, false, false}, Case{HostMemory::kMappedView, false, true, false},
+                       Case{HostMemory::kMappedView, true, false, true}, Case{HostMemory::kOwnedCopy, false, false, true}}) {
+    INFO("host " << static_cast<int>(c.host) << " writable " << c.writable << " populate " << c.populate);
+    LoadOptions o = on_cpu(c.host);
+    o.writable = c.writable;
+    o.populate = c.populate;
+    o.slice = rank_of(1, 2, "all:conv1.*,all:*num_batches_tracked,rows:*");
+    const auto loaded = remap::load(checkpoint, o);
+    for (const auto& e : manifest["tensors"]) {
+      const std::string name = e["name"];
+      INFO(name);
+      const auto i = loaded.find(name);
+      REQUIRE(i.has_value());
+      const auto& placed = loaded.storages()[*loaded.tensors()[*i].storage];
+      if (name.rfind("conv1.", 0) == 0 || name.ends_with("num_batches_tracked")) {
+        CHECK(placed.writable == c.whole_writable);
+        CHECK(loaded.tensor_sha256(*i) == e["sha256"].get<std::string>());
+      } else {
+        CHECK(placed.writable);
+      }
+    }
+  }
+}
+
+TEST_CASE("rows and columns of a big-endian file are swapped as its whole tensors are", "[remap][slice]") {
+  const auto checkpoint = torch::Checkpoint::open(fixture("checkpoints/dtypes_be.t113.pt"));
+  const auto manifest = read_json(fixture("checkpoints/dtypes_be.t113.pt.manifest.json"));
+  for (const char* rules : {"rows:*", "rows:int64_big,cols:*"}) {
+    INFO(rules);
+    LoadOptions o = on_cpu();
+    o.slice = rank_of(0, 1, rules);  // one rank: every slice is the whole tensor, read segment by segment
+    remap::SliceReport report;
+    o.slice_report = &report;
+    const auto loaded = remap::load(checkpoint, o);
+    CHECK(report.tensors_sliced == manifest["tensors"].size());
+    for (const auto& e : manifest["tensors"]) {
+      INFO(e["name"].get<std::string>());
+      CHECK(loaded.tensor_sha256(*loaded.find(e["name"].get<std::string>())) == e["sha256"].get<std::string>());
+    }
+  }
+}
+
 }  // namespace maploc::test
