@@ -26,17 +26,19 @@ void pread_all(int fd, std::uint8_t* dst, std::uint64_t len, std::uint64_t off, 
 }  // namespace
 
 PartReads::PartReads(const torch::Checkpoint& checkpoint, const RemoteReads& streams)
-    : checkpoint_(checkpoint),
-      streams_(streams),
-      origins_(checkpoint.storages().size(), Origin::kUnknown),
-      ranges_(checkpoint.storages().size()),
-      held_(checkpoint.storages().size()) {}
+    : checkpoint_(checkpoint), streams_(streams) {}
 
 PartReads::~PartReads() {
   for (const auto& [path, fd] : fds_) ::close(fd);
 }
 
 PartReads::Origin PartReads::origin(std::size_t i) {
+  if (origins_.empty()) {  // made on first use: a whole load of views asks nothing here
+    const std::size_t count = checkpoint_.storages().size();
+    origins_.assign(count, Origin::kUnknown);
+    ranges_.resize(count);
+    held_.resize(count);
+  }
   Origin& o = origins_[i];
   if (o != Origin::kUnknown) return o;
   if (i < streams_.readers.size() && streams_.readers[i]) return o = Origin::kStream;
