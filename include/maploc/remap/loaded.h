@@ -59,8 +59,9 @@ struct CudaOptions {
 
 /// What a rank-sliced load read (LoadOptions::slice_report).
 struct SliceReport {
-  std::uint64_t bytes_from_files = 0;   ///< bytes pread from the files: exactly this rank's slices
-  std::uint64_t bytes_from_memory = 0;  ///< whole storages taken from storage_bytes() (deflated, DCP)
+  /// bytes placed from plain file ranges or URL streams: exactly this rank's slices and whole tensors
+  std::uint64_t bytes_from_files = 0;
+  std::uint64_t bytes_from_memory = 0;  ///< whole storages taken from storage_bytes() (deflated, DCP), once each
   std::size_t tensors_sliced = 0;       ///< split by rows or columns
   std::size_t tensors_whole = 0;        ///< replicated, or this rank's pipeline stage
   std::size_t tensors_skipped = 0;      ///< another rank's stage
@@ -90,8 +91,9 @@ struct LoadOptions {
   /// The devices to plan against; nullptr probes this process (DeviceInventory::probe()).
   const DeviceInventory* inventory = nullptr;
   /// Rank slicing (docs/sharded.md): place only the rows, columns or tensors this rank owns,
-  /// reading only their bytes. Slices are private host buffers (or device copies); `host`,
-  /// `writable`, `populate` and the arena do not apply.
+  /// reading only their bytes, in the same pipeline as a whole load (every option here applies):
+  /// whole tensors are placed as without a slice; rows and columns get copies of their own (host
+  /// copies in the arena of owned or pinned copies, device copies in the device arena).
   std::optional<RankSlice> slice;
   /// With `slice`: filled with what was read.
   SliceReport* slice_report = nullptr;
@@ -164,8 +166,6 @@ class Loaded {
 
  private:
   friend Loaded load(const torch::Checkpoint&, const LoadOptions&);
-  friend Loaded make_loaded(std::shared_ptr<const std::vector<torch::Tensor>>, std::vector<PlacedStorage>,
-                            const DeviceInventory&);
   std::shared_ptr<const std::vector<torch::Tensor>> tensors_ =
       std::make_shared<const std::vector<torch::Tensor>>();  ///< the checkpoint's, shared
   std::vector<PlacedStorage> storages_;
