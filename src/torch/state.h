@@ -16,6 +16,7 @@
 #include "maploc/pickle/machine.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/zip/archive.h"
+#include "storage_source.h"
 
 namespace maploc::torch {
 
@@ -28,8 +29,6 @@ struct StorageRef {
 
 /// First Value::external handle that names a tar tensor rather than a StorageRef.
 inline constexpr std::uint64_t kTarTensorHandle = std::uint64_t{1} << 62;
-
-struct DcpLayout;  // torch/dcp.h
 
 struct Checkpoint::State {
   std::string path;
@@ -46,8 +45,6 @@ struct Checkpoint::State {
   /// element size); checked against Storage::nbytes after the walk so the
   /// error can name a tensor.
   std::vector<std::uint64_t> present_bytes;
-  /// Data of non-zip storages (views of the mapping); empty for zip.
-  std::vector<Bytes> stream_bytes;
   std::vector<StorageRef> refs;  ///< Value::external handle -> reference
   /// Tar format: tensors of the 'tensors' member by key; the object pickle
   /// refers to the i-th as Value::external(kTarTensorHandle + i).
@@ -68,16 +65,16 @@ struct Checkpoint::State {
   /// Safetensors `__metadata__`, in file order.
   std::vector<std::pair<std::string, std::string>> metadata;
 
-  /// kSet: the member checkpoints (they own their mappings and trees), what the
-  /// API reports of each, and where each storage of the set comes from.
-  std::vector<Checkpoint> members;
+  /// kSet: what the API reports of each member file, and which member holds each storage (the
+  /// members themselves are the SetSource's).
   std::vector<SetMember> member_info;
-  std::vector<std::uint32_t> storage_member;  ///< per storage: index into members
-  std::vector<std::size_t> storage_local;     ///< per storage: its index in that member
+  std::vector<std::uint32_t> storage_member;  ///< per storage: index into member_info
 
-  /// kDcp: where each tensor's chunks lie (shared: storage_bytes assembles from it), BYTE_IO items.
-  std::shared_ptr<const DcpLayout> dcp;
+  /// kDcp: the BYTE_IO items (the chunks' layout is the DcpSource's).
   std::vector<ByteItem> byte_items;
+
+  /// Where the storages' bytes lie and how they are read, set once by the format reader.
+  std::unique_ptr<StorageSource> source;
 
   std::vector<pickle::Result> results;  ///< keeps every pickle tree alive
   pickle::Value root;
