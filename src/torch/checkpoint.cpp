@@ -176,7 +176,6 @@ const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { r
 const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
 const std::vector<std::size_t>& Checkpoint::unreferenced_storages() const noexcept { return state_->unreferenced; }
 const std::vector<std::string>& Checkpoint::unknown_rebuilds() const noexcept { return state_->unknown_rebuilds; }
-const std::vector<ObjectTensor>& Checkpoint::object_tensors() const noexcept { return state_->object_tensors; }
 const Limits& Checkpoint::limits() const noexcept { return state_->options.limits; }
 const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }
 const pickle::Value& Checkpoint::constants_root() const noexcept { return state_->constants_root; }
@@ -220,13 +219,6 @@ std::size_t Checkpoint::member_of_storage(std::size_t storage_index) const {
                 "storage index " + std::to_string(storage_index) + " is not a set member's", std::nullopt, state_->path);
   }
   return state_->storage_member[storage_index];
-}
-
-const pickle::Value* Checkpoint::tensor_node(std::size_t i) const noexcept {
-  if (state_->format == Format::kSet || i >= state_->tensor_nodes.size() || state_->tensor_nodes[i].is_none()) {
-    return nullptr;
-  }
-  return &state_->tensor_nodes[i];
 }
 
 std::optional<std::size_t> Checkpoint::storage_of_handle(std::uint64_t handle) const noexcept {
