@@ -1,32 +1,8 @@
-// set_source.cpp - storage bytes of a sharded set and a DCP directory: asked of the member that holds them, or assembled from chunks.
-#include "dcp.h"
+// set_source.cpp - storage bytes of a sharded set: asked of the member file that holds them.
 #include "state.h"
 #include "storage_source.h"
 
 namespace maploc::torch {
-namespace {
-
-class DcpSource final : public StorageSource {
- public:
-  DcpSource(std::shared_ptr<const DcpLayout> layout, const std::vector<Storage>& storages)
-      : layout_(std::move(layout)), storages_(storages) {}
-
-  Bytes bytes(std::size_t i) const override { return assemble_dcp(*layout_, storages_[i], i); }
-  std::optional<FileRange> file_range(std::size_t) const override { return std::nullopt; }
-  std::optional<RemoteRange> remote_range(std::size_t) const override { return std::nullopt; }
-  void prefetch(std::span<const std::size_t>) const override {}  // DCP directories are local
-
- private:
-  std::shared_ptr<const DcpLayout> layout_;
-  const std::vector<Storage>& storages_;
-};
-
-}  // namespace
-
-std::unique_ptr<StorageSource> dcp_source(std::shared_ptr<const DcpLayout> layout,
-                                          const std::vector<Storage>& storages) {
-  return std::make_unique<DcpSource>(std::move(layout), storages);
-}
 
 std::size_t SetSource::add_member(Checkpoint c) {
   members_.push_back(std::move(c));
