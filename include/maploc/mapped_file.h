@@ -31,9 +31,17 @@ struct RemoteTransfer {
 };
 
 /// Brings a file's bytes in before they are read, for files whose bytes are not all present when
-/// they are opened (a checkpoint read from a URL by ranged requests, docs/remote.md). Readers that
-/// hold such a file (MappedFile::source set) call ensure() before reading bytes other than those
-/// the opener fetched; bytes never ensured read as zeros.
+/// they are opened (a checkpoint read from a URL by ranged requests, docs/remote.md).
+///
+/// No silent zeros: every accessor that hands out bytes of such a file fetches them first or
+/// raises a kRemote* code, never returns bytes that were not fetched: MappedFile::view,
+/// torch::Checkpoint::storage_bytes (each layout's storage source), storage_file_range (nullopt:
+/// a URL is no file on disk), remote_range with read() below, the torch hash functions
+/// (tensor_sha256, contiguous_bytes), Checkpoint::object_pickle and zip::Archive::read
+/// (tests/remote/unfetched_test.cpp reads unfetched ranges through each). Only the raw buffer,
+/// MappedFile::bytes (and zip::Archive::file_bytes, remote::Object::bytes, the same buffer),
+/// holds pages never fetched, which read as zeros: a reader of that buffer itself calls ensure()
+/// on the range first, or reads it through view().
 class RangeSource {
  public:
   virtual ~RangeSource() = default;
@@ -54,7 +62,9 @@ class RangeSource {
 /// mmap works and an owned copy otherwise (pipes, some FUSE filesystems).
 struct MappedFile {
   std::string path;          ///< as given; used in error messages
-  Bytes bytes;               ///< the whole file
+  /// The whole file. Where `source` is set, the raw buffer: bytes never ensure()d read as zeros
+  /// (RangeSource); view() is the accessor that fetches first.
+  Bytes bytes;
   Residency residency = Residency::kBuffer;
   /// Set when the bytes arrive on demand (a URL source): ensure() ranges before reading them.
   std::shared_ptr<const RangeSource> source;
@@ -66,6 +76,12 @@ struct MappedFile {
       source->ensure(std::span<const ByteRange>(&range, 1));
     }
   }
+
+  /// [offset, offset + length) of the file, made present first (ensure()): for a file read by
+  /// URL, fetched if it never was; for any other file, a view of `bytes`. The view keeps the
+  /// bytes alive. Raises kInvalidArgument when the range runs past the file, the kRemote* codes
+  /// when a fetch fails.
+  Bytes view(std::uint64_t offset, std::uint64_t length) const;
 
   /// Opens and maps path. Raises kIoOpen (missing, a folder, no permission)
   /// or kIoRead. Views taken from `bytes` outlive the MappedFile.

@@ -103,6 +103,17 @@ MappedFile MappedFile::open_copy_on_write(const std::filesystem::path& path) {
   return out;
 }
 
+Bytes MappedFile::view(std::uint64_t offset, std::uint64_t length) const {
+  if (offset > bytes.size() || length > bytes.size() - offset) {
+    throw Error(ErrorCode::kInvalidArgument, Stage::kIo,
+                "bytes [" + std::to_string(offset) + ", +" + std::to_string(length) + ") lie outside the file (" +
+                    std::to_string(bytes.size()) + " bytes)",
+                offset, path);
+  }
+  ensure(offset, length);  // a URL source fetches what it never did (RangeSource: no silent zeros)
+  return bytes.slice(static_cast<std::size_t>(offset), static_cast<std::size_t>(length));
+}
+
 MappedFile MappedFile::from_bytes(Bytes bytes, std::string name) {
   MappedFile out;
   out.path = std::move(name);

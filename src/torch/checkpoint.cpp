@@ -176,7 +176,6 @@ const std::vector<std::string>& Checkpoint::unknown_globals() const noexcept { r
 const std::vector<std::string>& Checkpoint::version_hints() const noexcept { return state_->hints; }
 const std::vector<std::size_t>& Checkpoint::unreferenced_storages() const noexcept { return state_->unreferenced; }
 const std::vector<std::string>& Checkpoint::unknown_rebuilds() const noexcept { return state_->unknown_rebuilds; }
-const std::vector<ObjectTensor>& Checkpoint::object_tensors() const noexcept { return state_->object_tensors; }
 const Limits& Checkpoint::limits() const noexcept { return state_->options.limits; }
 const pickle::Value& Checkpoint::root() const noexcept { return state_->root; }
 const pickle::Value& Checkpoint::constants_root() const noexcept { return state_->constants_root; }
@@ -222,59 +221,33 @@ std::size_t Checkpoint::member_of_storage(std::size_t storage_index) const {
   return state_->storage_member[storage_index];
 }
 
-const pickle::Value* Checkpoint::tensor_node(std::size_t i) const noexcept {
-  if (!state_->members.empty() || i >= state_->tensor_nodes.size() || state_->tensor_nodes[i].is_none()) {
-    return nullptr;
-  }
-  return &state_->tensor_nodes[i];
-}
-
 std::optional<std::size_t> Checkpoint::storage_of_handle(std::uint64_t handle) const noexcept {
   if (handle >= state_->refs.size()) return std::nullopt;
   return state_->refs[handle].storage;
 }
+
+// The storage accessors: the index checked here, the rest asked of the layout's source (storage_source.h).
 
 Bytes Checkpoint::storage_bytes(std::size_t storage_index) const {
   if (storage_index >= state_->storages.size()) {
     throw Error(ErrorCode::kInvalidArgument, Stage::kTorch,
                 "storage index " + std::to_string(storage_index) + " out of range", std::nullopt, state_->path);
   }
-  if (state_->dcp) return assemble_dcp(*state_->dcp, state_->storages[storage_index], storage_index);
-  if (!state_->members.empty()) {
-    return state_->members[state_->storage_member[storage_index]].storage_bytes(state_->storage_local[storage_index]);
-  }
-  const Storage& s = state_->storages[storage_index];
-  if (!state_->archive) return ensure_present(state_->file, state_->stream_bytes[storage_index]);
-  if (s.view_of) {
-    const Bytes root = storage_bytes(*s.view_of);
-    const std::uint64_t off = std::min<std::uint64_t>(s.view_offset * element_size(s.dtype), root.size());
-    return root.slice(off, std::min<std::uint64_t>(s.nbytes, root.size() - off));
-  }
-  if (!s.compressed && storage_index < state_->present_bytes.size()) {
-    // A stored record: its bytes were located on open (file_offset, present_bytes).
-    return ensure_present(state_->file,
-                          state_->archive->file_bytes().slice(static_cast<std::size_t>(s.file_offset),
-                                                              static_cast<std::size_t>(state_->present_bytes[storage_index])));
-  }
-  const zip::Record* rec = state_->archive->find(s.record);
-  if (!rec) fail(ErrorCode::kTorchStorageMissing, "storage '" + s.key + "' has no record", s.record);
-  return state_->archive->read(*rec);
+  return state_->source->bytes(storage_index);
 }
 
 std::optional<FileRange> Checkpoint::storage_file_range(std::size_t storage_index) const {
-  const State& st = *state_;
-  if (storage_index >= st.storages.size() || st.dcp) return std::nullopt;
-  if (!st.members.empty()) {
-    return st.members[st.storage_member[storage_index]].storage_file_range(st.storage_local[storage_index]);
-  }
-  if (st.storages[storage_index].compressed ||
-      (st.file.residency != Residency::kMapped && st.file.residency != Residency::kRead)) {
-    return std::nullopt;
-  }
-  const Bytes raw = storage_bytes(storage_index);  // a view of the file (not deflated)
-  const std::uint8_t* base = st.file.bytes.data();
-  if (raw.size() != 0 && (raw.data() < base || raw.data() + raw.size() > base + st.file.bytes.size())) return std::nullopt;
-  return FileRange{st.path, raw.size() == 0 ? 0 : static_cast<std::uint64_t>(raw.data() - base)};
+  if (storage_index >= state_->storages.size()) return std::nullopt;
+  return state_->source->file_range(storage_index);
+}
+
+std::optional<RemoteRange> Checkpoint::remote_range(std::size_t storage_index) const {
+  if (storage_index >= state_->storages.size()) return std::nullopt;
+  return state_->source->remote_range(storage_index);
+}
+
+void Checkpoint::prefetch(std::span<const std::size_t> storage_indexes) const {
+  state_->source->prefetch(storage_indexes);
 }
 
 Bytes Checkpoint::storage_bytes(const Storage& storage) const {

@@ -127,10 +127,17 @@ Checkpoint open_member(const fs::path& file, const Options& options, const std::
   return Checkpoint::from_file(std::move(mapped), options);
 }
 
+// The set's source, made when the first member is appended (only this file gives a State a SetSource).
+SetSource& set_source(Checkpoint::State& st) {
+  if (!st.source) st.source = std::make_unique<SetSource>(st.storage_member);
+  return static_cast<SetSource&>(*st.source);
+}
+
 // Appends member `c` to the set, with the tensors `keep` marks, their
 // components, and only the storages those view (a tensor the map does not
 // name must not cost a read).
 void append_member(Checkpoint::State& st, Checkpoint c, std::vector<char> keep) {
+  SetSource& source = set_source(st);
   const auto& ts = c.tensors();
   const auto& ss = c.storages();
   // Components follow their composite and tensors held in a tensor's state follow their holder
@@ -163,8 +170,8 @@ void append_member(Checkpoint::State& st, Checkpoint c, std::vector<char> keep) 
     if (!used[s]) continue;
     new_storage[s] = st.storages.size();
     st.storages.push_back(ss[s]);
-    st.storage_member.push_back(static_cast<std::uint32_t>(st.members.size()));
-    st.storage_local.push_back(s);
+    st.storage_member.push_back(static_cast<std::uint32_t>(source.member_count()));
+    source.add_storage(s);
   }
   for (std::size_t s = info.first_storage; s < st.storages.size(); ++s) {
     if (st.storages[s].view_of) st.storages[s].view_of = new_storage[*st.storages[s].view_of];
@@ -185,7 +192,7 @@ void append_member(Checkpoint::State& st, Checkpoint c, std::vector<char> keep) 
   }
   info.storage_count = st.storages.size() - info.first_storage;
   info.tensor_count = st.tensors.size() - info.first_tensor;
-  if (st.members.empty()) {
+  if (st.member_info.empty()) {
     st.byteorder = c.byteorder();
     st.has_byteorder_record = c.has_byteorder_record();
     st.protocol = c.pickle_protocol();
@@ -198,11 +205,12 @@ void append_member(Checkpoint::State& st, Checkpoint c, std::vector<char> keep) 
   }
   st.unknown_globals.insert(st.unknown_globals.end(), c.unknown_globals().begin(), c.unknown_globals().end());
   st.member_info.push_back(std::move(info));
-  st.members.push_back(std::move(c));
+  source.add_member(std::move(c));
 }
 
 void finish(Checkpoint::State& st) {
   st.format = Format::kSet;
+  set_source(st);  // a set of no members has a source too
   std::sort(st.unknown_globals.begin(), st.unknown_globals.end());
   st.unknown_globals.erase(std::unique(st.unknown_globals.begin(), st.unknown_globals.end()), st.unknown_globals.end());
   // No name twice across the set (sorting, not hashing: names come from the files).
@@ -221,7 +229,7 @@ void finish(Checkpoint::State& st) {
               st.path);
     }
   }
-  st.hints.push_back(std::to_string(st.tensors.size()) + " tensors in " + std::to_string(st.members.size()) +
+  st.hints.push_back(std::to_string(st.tensors.size()) + " tensors in " + std::to_string(st.member_info.size()) +
                      " files");
 }
 

@@ -321,7 +321,7 @@ void read_dcp(Checkpoint::State& st, const fs::path& dir, const std::vector<fs::
   st.hints.push_back(std::to_string(st.tensors.size()) + " tensors, " + std::to_string(st.byte_items.size()) +
                      " BYTE_IO items in " + std::to_string(layout->files.size()) + " files");
   st.format = Format::kDcp;
-  st.dcp = std::move(layout);
+  st.source = dcp_source(std::move(layout), st.storages);
 }
 
 }  // namespace maploc::torch

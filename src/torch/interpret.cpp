@@ -118,12 +118,25 @@ void Interpreter::account(std::uint64_t bytes, const std::string& name) {
   }
 }
 
+// The walk names `tensor` at `v`: the row try_tensor just added for v's call, or a row of its own
+// (an old-style tensor, whose BUILD no rebuild row records).
+void Interpreter::name_origin(const Value& v, std::size_t tensor) {
+  auto& rows = state_.origins;
+  if (!rows.empty() && rows.back().rebuilt && rows.back().tensor == tensor && rows.back().node.identity() == v.identity()) {
+    rows.back().named = true;
+  } else {
+    rows.push_back({v, 0, tensor, false, true});
+  }
+}
+
 void Interpreter::walk(const Value& v, const std::string& name, std::size_t depth) {
   step(name, depth);
   switch (v.kind()) {
-    case Kind::kExternal:
-      state_.object_tensors.push_back({nullptr, v.external_handle(), storage_object(v, name)});
+    case Kind::kExternal: {
+      const std::size_t tensor = storage_object(v, name);
+      state_.origins.push_back({pickle::Value(), v.external_handle(), tensor, false, true});
       return;
+    }
     case Kind::kTuple:
     case Kind::kList:
     case Kind::kSet:
@@ -138,7 +151,7 @@ void Interpreter::walk(const Value& v, const std::string& name, std::size_t dept
   // A tensor is named on every path to it (tied weights) and holds no containers: no graph node.
   if (v.is(Kind::kReduce) || v.is(Kind::kObject)) {
     if (const auto tensor = try_tensor(v, name, depth)) {
-      state_.object_tensors.push_back({v.identity(), 0, *tensor});
+      name_origin(v, *tensor);
       return;
     }
   }
@@ -238,6 +251,7 @@ void interpret(Checkpoint::State& state) {
   if (state.format == Format::kTorchScript && !state.constants_root.is_none()) {
     in.walk(state.constants_root, "constants", 0);
   }
+  index_origins(state);
 }
 
 }  // namespace maploc::torch

@@ -25,6 +25,8 @@ class Interpreter {
 
  private:
   // interpret.cpp: containers and objects.
+  /// Records that the walk named `tensor` at `v` (State::origins).
+  void name_origin(const pickle::Value& v, std::size_t tensor);
   void walk_object(const pickle::Value& v, const std::string& name, std::size_t depth);
   void walk_state(const pickle::Value& state, const std::string& name, std::size_t depth);
   void note_unknown_rebuild(const pickle::Value& callable);

@@ -95,7 +95,7 @@ void read_legacy(Checkpoint::State& st) {
     fail(ErrorCode::kTorchBadLegacy, "the storage key list is not a list" + named_globals(keys), st.path,
          po.start_offset);
   }
-  st.stream_bytes.resize(st.storages.size());
+  std::vector<Bytes> spans(st.storages.size());  // each storage's bytes in the stream
   std::vector<bool> filled(st.storages.size(), false);
   for (std::size_t i = 0; i < st.storages.size(); ++i) {
     if (!st.storages[i].view_of) st.present_bytes[i] = 0;
@@ -126,7 +126,7 @@ void read_legacy(Checkpoint::State& st) {
     s.record = "storages/" + s.key;  // the stream has no records: name the storage's place in it
     s.file_offset = pos;
     st.present_bytes[*index] = count * es;
-    st.stream_bytes[*index] = bytes.slice(pos, count * es);
+    spans[*index] = bytes.slice(pos, count * es);
     filled[*index] = true;
     pos += count * es;
   }
@@ -135,11 +135,11 @@ void read_legacy(Checkpoint::State& st) {
     if (s.view_of) {
       // A view shares its root's bytes; a root shorter than declared leaves
       // the view without bytes, and validation reports the root's size.
-      const Bytes& root = st.stream_bytes[*s.view_of];
+      const Bytes& root = spans[*s.view_of];
       const std::uint64_t off = s.view_offset * element_size(s.dtype);
       s.file_offset = st.storages[*s.view_of].file_offset + off;
       if (off <= root.size() && s.nbytes <= root.size() - off) {
-        st.stream_bytes[i] = root.slice(off, s.nbytes);
+        spans[i] = root.slice(off, s.nbytes);
       } else {
         st.present_bytes[i] = 0;
       }
@@ -158,6 +158,7 @@ void read_legacy(Checkpoint::State& st) {
   st.results.push_back(std::move(sys_info));
   st.results.push_back(std::move(object));
   st.results.push_back(std::move(keys));
+  st.source = stream_source(std::move(spans), st.file, st.storages, st.present_bytes);
 }
 
 }  // namespace maploc::torch

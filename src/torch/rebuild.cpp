@@ -144,8 +144,7 @@ std::optional<std::size_t> Interpreter::try_tensor(const Value& v, const std::st
   const Value& callable = v.callable();
   if (auto idx = rebuild(callable, v.args(), name, depth)) {
     // The outermost call that yields the tensor is its node (an inner try_tensor set its own first).
-    if (state_.tensor_nodes.size() <= *idx) state_.tensor_nodes.resize(*idx + 1);
-    state_.tensor_nodes[*idx] = v;
+    state_.origins.push_back({v, 0, *idx, true, false});
     return idx;
   }
   // The oldest form: torch.FloatTensor() then BUILD with set_'s arguments.

@@ -350,7 +350,6 @@ void read_safetensors(Checkpoint::State& st) {
     s.file_offset = data_start + e.begin;
     st.storages.push_back(s);
     st.present_bytes.push_back(s.nbytes);
-    st.stream_bytes.push_back(file.slice(data_start + e.begin, s.nbytes));
     Tensor t;
     t.name = e.name;
     t.dtype = e.dtype;
@@ -381,6 +380,7 @@ void read_safetensors(Checkpoint::State& st) {
   }
   st.hints.push_back("safetensors, header " + std::to_string(n) + " bytes, " + std::to_string(entries.size()) +
                      " tensors");
+  st.source = safetensors_source(st.file, st.storages);
 }
 
 }  // namespace maploc::torch

@@ -16,6 +16,7 @@
 #include "maploc/pickle/machine.h"
 #include "maploc/torch/checkpoint.h"
 #include "maploc/zip/archive.h"
+#include "storage_source.h"
 
 namespace maploc::torch {
 
@@ -26,10 +27,20 @@ struct StorageRef {
   DType dtype = DType::kUInt8;   ///< dtype of the storage class the id named
 };
 
+/// One row of the origins table: the pickle object `node` (None for a Value::external handle)
+/// made tensor `tensor`. Rows are appended in walk order and never change meaning; the two
+/// directions the API answers (Checkpoint::tensor_node, Checkpoint::object_tensors) are derived
+/// from them once, by index_origins().
+struct Origin {
+  pickle::Value node;        ///< the rebuild call or tensor object; None for a handle
+  std::uint64_t handle = 0;  ///< the Value::external handle, where node is None
+  std::size_t tensor = 0;    ///< index into State::tensors
+  bool rebuilt = false;      ///< node's call rebuilt the tensor (the last such row of a tensor is its outermost call)
+  bool named = false;        ///< the walk named the tensor at this object (one row per path: tied weights)
+};
+
 /// First Value::external handle that names a tar tensor rather than a StorageRef.
 inline constexpr std::uint64_t kTarTensorHandle = std::uint64_t{1} << 62;
-
-struct DcpLayout;  // torch/dcp.h
 
 struct Checkpoint::State {
   std::string path;
@@ -46,8 +57,6 @@ struct Checkpoint::State {
   /// element size); checked against Storage::nbytes after the walk so the
   /// error can name a tensor.
   std::vector<std::uint64_t> present_bytes;
-  /// Data of non-zip storages (views of the mapping); empty for zip.
-  std::vector<Bytes> stream_bytes;
   std::vector<StorageRef> refs;  ///< Value::external handle -> reference
   /// Tar format: tensors of the 'tensors' member by key; the object pickle
   /// refers to the i-th as Value::external(kTarTensorHandle + i).
@@ -57,27 +66,30 @@ struct Checkpoint::State {
   /// Shared with every remap::Loaded made from this checkpoint (no copy per load).
   std::shared_ptr<std::vector<Tensor>> tensors_owner = std::make_shared<std::vector<Tensor>>();
   std::vector<Tensor>& tensors = *tensors_owner;
-  /// Per tensor, the node that rebuilt it (Checkpoint::tensor_node); a null Value where none did.
-  std::vector<pickle::Value> tensor_nodes;
+  /// Which pickle object made which tensor, filled by the walk (interpret.cpp, rebuild.cpp).
+  std::vector<Origin> origins;
+  /// Derived from origins by index_origins(): per tensor, the row of its outermost rebuild call
+  /// (Checkpoint::tensor_node; kNoOrigin where none), and the named rows (Checkpoint::object_tensors).
+  std::vector<std::size_t> tensor_origin;
   std::vector<std::string> unknown_globals;
   std::vector<std::size_t> unreferenced;        ///< storages no tensor reaches (completeness.cpp)
   std::vector<std::size_t> consumed;            ///< storages read as something else (a jagged tensor's cached seqlen)
   std::vector<std::string> unknown_rebuilds;    ///< `_rebuild*` callables maploc does not know, once each
-  std::vector<ObjectTensor> object_tensors;     ///< tree objects -> tensors (Checkpoint::object_tensors)
+  std::vector<ObjectTensor> object_tensors;     ///< the named rows of origins, in walk order
   std::vector<std::string> hints;
   /// Safetensors `__metadata__`, in file order.
   std::vector<std::pair<std::string, std::string>> metadata;
 
-  /// kSet: the member checkpoints (they own their mappings and trees), what the
-  /// API reports of each, and where each storage of the set comes from.
-  std::vector<Checkpoint> members;
+  /// kSet: what the API reports of each member file, and which member holds each storage (the
+  /// members themselves are the SetSource's).
   std::vector<SetMember> member_info;
-  std::vector<std::uint32_t> storage_member;  ///< per storage: index into members
-  std::vector<std::size_t> storage_local;     ///< per storage: its index in that member
+  std::vector<std::uint32_t> storage_member;  ///< per storage: index into member_info
 
-  /// kDcp: where each tensor's chunks lie (shared: storage_bytes assembles from it), BYTE_IO items.
-  std::shared_ptr<const DcpLayout> dcp;
+  /// kDcp: the BYTE_IO items (the chunks' layout is the DcpSource's).
   std::vector<ByteItem> byte_items;
+
+  /// Where the storages' bytes lie and how they are read, set once by the format reader.
+  std::unique_ptr<StorageSource> source;
 
   std::vector<pickle::Result> results;  ///< keeps every pickle tree alive
   pickle::Value root;
@@ -123,6 +135,12 @@ std::vector<std::string> set_index_files(const Bytes& index, const std::string& 
 
 /// Walks root (and constants_root) into State::tensors (interpret.cpp).
 void interpret(Checkpoint::State& state);
+
+/// No row of State::origins (State::tensor_origin).
+inline constexpr std::size_t kNoOrigin = ~std::size_t{0};
+
+/// Derives State::tensor_origin and State::object_tensors from State::origins (origins.cpp).
+void index_origins(Checkpoint::State& state);
 
 /// For public entry points given a caller's tensor: raises kInvalidArgument unless its size,
 /// stride and offset are well formed and stay inside `available` bytes (validate.cpp).

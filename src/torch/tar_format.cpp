@@ -90,6 +90,7 @@ void read_tar(Checkpoint::State& st) {
   }
   StorageTable table(st, st.path, nullptr);
   std::map<std::string, std::uint64_t> handles;  // key -> storage handle
+  std::vector<Bytes> spans;                       // each storage's bytes in the 'storages' member
 
   Cursor sc{st, ms.at("storages"), ms.at("storages").offset};
   const std::int64_t nstorages = count_of(st, sc.pickle_next());
@@ -113,8 +114,8 @@ void read_tar(Checkpoint::State& st) {
     s.record = "storages/" + s.key;  // the tar member, and the storage in it
     s.file_offset = sc.pos;
     const std::size_t idx = table.add(s, s.nbytes);
-    st.stream_bytes.resize(st.storages.size());
-    st.stream_bytes[idx] = st.file.bytes.slice(sc.pos, s.nbytes);
+    spans.resize(st.storages.size());
+    spans[idx] = st.file.bytes.slice(sc.pos, s.nbytes);
     handles[s.key] = table.add_ref({idx, *dtype});
     sc.pos += s.nbytes;
     // head is dropped here: everything it held was copied (a kept Result per header cost 64 KiB each)
@@ -143,8 +144,8 @@ void read_tar(Checkpoint::State& st) {
       s.view_offset = static_cast<std::uint64_t>(off);
       s.file_offset = r.file_offset + s.view_offset * element_size(r.dtype);
       const std::size_t idx = table.add(s, s.nbytes);
-      st.stream_bytes.resize(st.storages.size());
-      st.stream_bytes[idx] = st.stream_bytes[*root].slice(s.view_offset * element_size(r.dtype), s.nbytes);
+      spans.resize(st.storages.size());
+      spans[idx] = spans[*root].slice(s.view_offset * element_size(r.dtype), s.nbytes);
       handles[s.key] = table.add_ref({idx, r.dtype});
     }
   }
@@ -191,6 +192,7 @@ void read_tar(Checkpoint::State& st) {
   st.unknown_globals = globals_not_allowed(object, kWeightsOnly);
   st.results.push_back(std::move(object));
   st.hints.push_back("tar format (torch 0.1.x)");
+  st.source = stream_source(std::move(spans), st.file, st.storages, st.present_bytes);
 }
 
 }  // namespace maploc::torch

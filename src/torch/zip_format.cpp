@@ -236,6 +236,7 @@ void read_zip(Checkpoint::State& st, const std::function<void()>& locate_rest) {
   fill_offsets(st, pending);
   read_byteorder(st);
   collect_hints(st);
+  st.source = zip_source(*st.archive, st.file, st.storages, st.present_bytes);
 }
 
 }  // namespace maploc::torch

@@ -56,7 +56,8 @@ class Object final : public RangeSource, public std::enable_shared_from_this<Obj
   ~Object() override;
 
   std::uint64_t size() const noexcept;
-  /// The whole object; bytes not yet ensured read as zeros.
+  /// The whole object, the raw buffer: bytes not yet ensured read as zeros (file().view() and
+  /// the accessors RangeSource lists fetch first).
   const Bytes& bytes() const noexcept;
   /// A MappedFile of bytes() named by display_url(), with this object as its source.
   MappedFile file() const;

@@ -55,7 +55,8 @@ class Archive {
 
   /// Name of the file, for messages.
   const std::string& path() const { return file_.path; }
-  /// The whole file.
+  /// The whole file. For an archive read by URL, the raw buffer (MappedFile::bytes): bytes that
+  /// read() or MappedFile::ensure never fetched read as zeros; read records with read().
   const Bytes& file_bytes() const { return file_.bytes; }
   Residency residency() const { return file_.residency; }
   /// Offset of the archive inside the file: non-zero when bytes were
