@@ -1,7 +1,7 @@
 """before_after.py - two builds of maploc side by side: is the new one no slower than the old one?
 
 Usage: python3 bench/before_after.py --old-cli PATH --old-lib PATH --new-cli PATH --new-lib PATH --work DIR
-                                     [--runs 7] [--python /usr/bin/python3] [--json OUT]
+                                     [--runs 7] [--python /usr/bin/python3] [--pin CPU] [--json OUT]
   --old-cli, --new-cli  the two builds' `maploc` executables
   --old-lib, --new-lib  their libmaploc.so (given to python/maploc of this tree as MAPLOC_LIBRARY, so both
                         sides run the same Python package and differ only by the library)
@@ -10,6 +10,8 @@ Usage: python3 bench/before_after.py --old-cli PATH --old-lib PATH --new-cli PAT
   --python              the interpreter (and so the torch) the Python rows run under; /usr/bin/python3 for
                         Debian's 1.13
   --runs                timed runs per build and row (default 7)
+  --pin                 run every timed process on that one CPU (sched_setaffinity, inherited): on a shared
+                        2-core VM it narrows the spread of rows of a few milliseconds
 Workloads (bench/workloads.py's generators, seeded as workloads.py seeds them):
   w1   W1: 30,000 tensors of 32x32 float32 (a LoRA-like state_dict of small tensors), 123 MB
   w6   W6: ResNet-50's state_dict shapes (320 entries, 25.6M parameters, float32), 102 MB
@@ -158,7 +160,10 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--json", default="")
+    ap.add_argument("--pin", type=int, default=None)
     a = ap.parse_args()
+    if a.pin is not None:
+        os.sched_setaffinity(0, {a.pin})  # children (GNU time and what it runs) inherit it
     if a.runs < 1:
         fail("--runs must be at least 1")
     a.work = os.path.abspath(a.work)
@@ -203,7 +208,8 @@ def main():
     torch_version = output_of([a.python, "-c", "import torch; print(torch.__version__)"]).decode().strip()
     print(f"old: {old.cli}, {old.lib}\nnew: {new.cli}, {new.lib}")
     print(f"torch {torch_version}, Python {platform.python_version()} ({a.python}), {a.runs} alternating pairs "
-          f"per row after one warm-up each, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} "
+          f"per row after one warm-up each, {os.cpu_count()} CPUs"
+          f"{'' if a.pin is None else f' (timed runs pinned to cpu {a.pin})'}, load average {os.getloadavg()[0]:.1f} "
           f"at the end\n")
     print("| workload | row | old median s | old min s | old max s | new median s | new min s | new max s "
           "| new/old (median of pairs) | old RSS MB | new RSS MB |")

@@ -89,8 +89,8 @@ std::optional<Bytes> copy_on_write_mapping(const torch::Checkpoint& checkpoint) 
 
 // Where storage i lies plainly in the checkpoint's own file (FileForReads' descriptor), or -1.
 std::int64_t offset_in_file(const torch::Checkpoint& checkpoint, std::size_t i) {
-  const auto range = checkpoint.storage_file_range(i);
-  return range && range->path == checkpoint.path() ? static_cast<std::int64_t>(range->offset) : -1;
+  const auto offset = checkpoint.storage_file_offset(i);
+  return offset ? static_cast<std::int64_t>(*offset) : -1;
 }
 
 unsigned host_threads_of(const LoadOptions& options) {
@@ -231,8 +231,9 @@ class Pipeline {
   // "storage '3' of tensor 'fc.weight'": the names are built on first use (a mapped view never names its storage).
   std::string who(const Part& p) {
     if (!names_) names_ = detail::storage_tensor_names(checkpoint_);
-    const std::string s = detail::describe_storage(checkpoint_.storages()[p.parent], (*names_)[p.parent]);
-    return p.whole ? s : "a slice of " + s;
+    std::string s = detail::describe_storage(checkpoint_.storages()[p.parent], (*names_)[p.parent]);
+    if (p.whole) return s;
+    return "a slice of " + s;
   }
 
   // What a copy of part p reads: a reader (its URL stream, the segments of a slice), or the storage's

@@ -46,7 +46,10 @@ PartReads::Origin PartReads::origin(std::size_t i) {
   return o = ranges_[i] ? Origin::kFile : Origin::kMemory;
 }
 
-bool PartReads::streamed(std::size_t storage) { return origin(storage) == Origin::kStream; }
+// Asked of every storage a load copies: the streams alone answer it (no file range is made).
+bool PartReads::streamed(std::size_t storage) {
+  return storage < streams_.readers.size() && static_cast<bool>(streams_.readers[storage]);
+}
 
 bool PartReads::from_memory(std::size_t storage) { return origin(storage) == Origin::kMemory; }
 

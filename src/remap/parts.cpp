@@ -31,7 +31,7 @@ bool contiguous(const torch::Tensor& t) {
 
 Part whole(const torch::Checkpoint& checkpoint, std::size_t storage) {
   const std::uint64_t n = checkpoint.storages()[storage].nbytes;
-  return {storage, n, {{0, 0, n}}, true};
+  return {storage, n, {}, true};
 }
 
 // The part of dim `dim` (0: rows, 1: columns) of contiguous tensor t that [b, e) of it selects.
@@ -118,6 +118,7 @@ Parts slice_parts(const torch::Checkpoint& checkpoint, const RankSlice& rs, Slic
 }
 
 void gather(const Part& part, std::uint64_t offset, std::uint64_t n, std::uint8_t* out, const StorageReader& parent) {
+  if (part.whole) return parent(offset, n, out);
   auto g = std::partition_point(part.segments.begin(), part.segments.end(),
                                 [&](const Segment& x) { return x.dst + x.len <= offset; });
   for (; g != part.segments.end() && g->dst < offset + n; ++g) {

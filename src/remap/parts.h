@@ -20,8 +20,10 @@ struct Segment {
 struct Part {
   std::size_t parent = 0;
   std::uint64_t nbytes = 0;
-  std::vector<Segment> segments;  ///< ordered by dst, without gaps, adding up to nbytes
-  bool whole = false;             ///< the parent storage as it is (one segment of all of it)
+  /// Ordered by dst, without gaps, adding up to nbytes; empty for a whole part, which is the one
+  /// segment [0, nbytes) of its parent (no list to allocate per storage of a whole load).
+  std::vector<Segment> segments;
+  bool whole = false;             ///< the parent storage as it is
 };
 
 /// The tensors a load hands out, over the storages it places.

@@ -241,6 +241,11 @@ std::optional<FileRange> Checkpoint::storage_file_range(std::size_t storage_inde
   return state_->source->file_range(storage_index);
 }
 
+std::optional<std::uint64_t> Checkpoint::storage_file_offset(std::size_t storage_index) const {
+  if (storage_index >= state_->storages.size()) return std::nullopt;
+  return state_->source->own_file_offset(storage_index);
+}
+
 std::optional<RemoteRange> Checkpoint::remote_range(std::size_t storage_index) const {
   if (storage_index >= state_->storages.size()) return std::nullopt;
   return state_->source->remote_range(storage_index);

@@ -33,6 +33,10 @@ class StorageSource {
   virtual Bytes bytes(std::size_t i) const = 0;
   /// Where storage i lies unchanged in a file on disk (Checkpoint::storage_file_range).
   virtual std::optional<FileRange> file_range(std::size_t i) const = 0;
+  /// file_range(i)'s offset when that file is the checkpoint's own (Checkpoint::storage_file_offset):
+  /// the same answer without making a path, for loaders that ask it of every storage. Sources over
+  /// one file answer file_range from it; the others (set members, DCP chunks) have none.
+  virtual std::optional<std::uint64_t> own_file_offset(std::size_t) const { return std::nullopt; }
   /// Where storage i lies unchanged in an object read by URL (Checkpoint::remote_range).
   virtual std::optional<RemoteRange> remote_range(std::size_t i) const = 0;
   /// Fetches the bytes of the storages named now, several requests in flight; a no-op for
@@ -85,7 +89,9 @@ class SetSource final : public StorageSource {
 
 /// For sources over one file: where `raw`, a view of `file` (not inflated, not assembled),
 /// starts in it, when `file` is a mapping or a read of a file on disk; nullopt otherwise.
-std::optional<FileRange> file_range_of(const MappedFile& file, const Bytes& raw);
+std::optional<std::uint64_t> plain_offset_in(const MappedFile& file, const Bytes& raw);
+/// `offset` (from plain_offset_in) as a FileRange of `file`.
+std::optional<FileRange> range_at(const MappedFile& file, std::optional<std::uint64_t> offset);
 /// For sources over one file: [offset, + length) of `file` as a RemoteRange, when `file` is
 /// read by URL and the range lies inside it; nullopt otherwise.
 std::optional<RemoteRange> remote_range_of(const MappedFile& file, std::uint64_t offset, std::uint64_t length);

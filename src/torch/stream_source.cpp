@@ -25,7 +25,10 @@ class StreamSource final : public StorageSource {
 
   Bytes bytes(std::size_t i) const override { return ensure_present(file_, spans_[i]); }
 
-  std::optional<FileRange> file_range(std::size_t i) const override { return file_range_of(file_, spans_[i]); }
+  std::optional<FileRange> file_range(std::size_t i) const override { return range_at(file_, own_file_offset(i)); }
+  std::optional<std::uint64_t> own_file_offset(std::size_t i) const override {
+    return plain_offset_in(file_, spans_[i]);
+  }
 
   std::optional<RemoteRange> remote_range(std::size_t i) const override {
     const Storage& s = storages_[i];
@@ -58,7 +61,10 @@ class SafetensorsSource final : public StorageSource {
 
   Bytes bytes(std::size_t i) const override { return ensure_present(file_, span(i)); }
 
-  std::optional<FileRange> file_range(std::size_t i) const override { return file_range_of(file_, span(i)); }
+  std::optional<FileRange> file_range(std::size_t i) const override { return range_at(file_, own_file_offset(i)); }
+  std::optional<std::uint64_t> own_file_offset(std::size_t i) const override {
+    return plain_offset_in(file_, span(i));
+  }
 
   std::optional<RemoteRange> remote_range(std::size_t i) const override {
     return remote_range_of(file_, storages_[i].file_offset, storages_[i].nbytes);
@@ -85,11 +91,16 @@ class SafetensorsSource final : public StorageSource {
 
 }  // namespace
 
-std::optional<FileRange> file_range_of(const MappedFile& file, const Bytes& raw) {
+std::optional<std::uint64_t> plain_offset_in(const MappedFile& file, const Bytes& raw) {
   if (file.residency != Residency::kMapped && file.residency != Residency::kRead) return std::nullopt;
   const std::uint8_t* base = file.bytes.data();
   if (raw.size() != 0 && (raw.data() < base || raw.data() + raw.size() > base + file.bytes.size())) return std::nullopt;
-  return FileRange{file.path, raw.size() == 0 ? 0 : static_cast<std::uint64_t>(raw.data() - base)};
+  return raw.size() == 0 ? 0 : static_cast<std::uint64_t>(raw.data() - base);
+}
+
+std::optional<FileRange> range_at(const MappedFile& file, std::optional<std::uint64_t> offset) {
+  if (!offset) return std::nullopt;
+  return FileRange{file.path, *offset};
 }
 
 std::optional<RemoteRange> remote_range_of(const MappedFile& file, std::uint64_t offset, std::uint64_t length) {

@@ -32,9 +32,11 @@ class ZipSource final : public StorageSource {
     return archive_.read(*rec);  // ensures the record's bytes first (a URL source fetches them)
   }
 
-  std::optional<FileRange> file_range(std::size_t i) const override {
+  std::optional<FileRange> file_range(std::size_t i) const override { return range_at(file_, own_file_offset(i)); }
+
+  std::optional<std::uint64_t> own_file_offset(std::size_t i) const override {
     if (storages_[i].compressed || !plain_file()) return std::nullopt;
-    return file_range_of(file_, bytes(i));
+    return plain_offset_in(file_, bytes(i));
   }
 
   std::optional<RemoteRange> remote_range(std::size_t i) const override {

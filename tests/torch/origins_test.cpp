@@ -14,17 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every file and directory under fixtures/ that Checkpoint::open accepts (the rest are refused,
-// as they should be: malicious files, pickles, zips that are not checkpoints).
-std::vector<fs::path> fixture_paths() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::recursive_directory_iterator(MAPLOC_FIXTURES_DIR)) {
-    if (e.is_regular_file() || e.is_directory()) out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 struct Agreement {
   std::size_t nodes = 0;    ///< tensors with a tensor_node
   std::size_t entries = 0;  ///< object_tensors entries with a node

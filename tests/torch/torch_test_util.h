@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,18 @@ namespace maploc::test {
 using Buffer = std::vector<std::uint8_t>;
 
 inline std::filesystem::path checkpoints_dir() { return std::filesystem::path(MAPLOC_FIXTURES_DIR) / "checkpoints"; }
+
+/// Every file and directory under fixtures/, sorted: the tests that walk the whole corpus open
+/// each and keep what Checkpoint::open accepts (malicious files, bare pickles and zips that are
+/// not checkpoints are refused, as they should be).
+inline std::vector<std::filesystem::path> fixture_paths() {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(MAPLOC_FIXTURES_DIR)) {
+    if (e.is_regular_file() || e.is_directory()) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 inline Buffer read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

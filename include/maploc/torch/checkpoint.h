@@ -250,6 +250,10 @@ class Checkpoint {
   /// kSet), for readers that read part of a storage with pread; nullopt for
   /// deflated records, DCP tensors, and checkpoints opened from memory.
   std::optional<FileRange> storage_file_range(std::size_t storage_index) const;
+  /// storage_file_range(i)'s offset when that file is path() itself, without making the path (a
+  /// loader asks it of every storage); nullopt where storage_file_range is, and for a set's members
+  /// (their files are not the index's) and out-of-range indices.
+  std::optional<std::uint64_t> storage_file_offset(std::size_t storage_index) const;
 
   /// For a checkpoint opened from a URL: what reading it has cost so far; nullopt for files.
   std::optional<RemoteTransfer> remote_transfer() const;
