@@ -58,6 +58,23 @@ struct Connection::Exchange {
   bool overflow = false, ignored_range = false;
   CURL* curl = nullptr;
 
+  // Time bounds and the error body's cap (apply_bounds; docs/remote.md, "Time bounds").
+  const Options* options = nullptr;
+  std::uint64_t timeout_ms = 0;       // this request's total timeout
+  std::uint64_t error_body = 0;       // bytes of an error answer read
+  bool error_body_cut = false;        // the error answer was longer than options->error_body_bytes
+  char curl_error[CURL_ERROR_SIZE] = {};
+
+  // An error answer's body: read and dropped, up to the cap; then the transfer stops (its status decides).
+  std::size_t error_page(std::size_t len) {
+    error_body += len;
+    if (options != nullptr && error_body > options->error_body_bytes) {
+      error_body_cut = true;
+      return 0;
+    }
+    return len;
+  }
+
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* self) {
     auto& x = *static_cast<Exchange*>(self);
     const std::string line(data, size * n);
@@ -80,7 +97,7 @@ struct Connection::Exchange {
     auto& x = *static_cast<Exchange*>(self);
     const std::size_t len = size * n;
     if (x.status == 0) curl_easy_getinfo(x.curl, CURLINFO_RESPONSE_CODE, &x.status);
-    if (x.status != 200 && x.status != 206) return len;  // an error page: read and dropped
+    if (x.status != 200 && x.status != 206) return x.error_page(len);  // an error page: read and dropped
     if (x.status == 200 && !x.allow_whole) {
       x.ignored_range = true;
       return 0;  // aborts the transfer: the whole object is not wanted
@@ -103,6 +120,17 @@ struct Connection::Exchange {
 
 namespace {
 
+// The connect timeout, the request's total timeout, the low-speed limit (a stall or a trickle) and
+// curl's own message of which one was reached.
+void apply_bounds(CURL* curl, Connection::Exchange& x) {
+  const Options& o = *x.options;
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_ms));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(x.timeout_ms));
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(o.low_speed_bytes));
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(o.low_speed_seconds));
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, x.curl_error);
+}
+
 // Sends one GET with `headers`; returns the curl code. The Exchange holds what came back.
 CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string>& headers, Connection::Exchange& x) {
   curl_easy_reset(curl);
@@ -113,9 +141,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
   curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 8L);
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stalled body: 60 s without a byte
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
+  apply_bounds(curl, x);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "maploc");
   curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L << 10);  // fewer, larger reads of the socket
   curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
@@ -147,8 +173,26 @@ std::string range_text(std::uint64_t first, std::uint64_t last) {
   return "bytes " + std::to_string(first) + "-" + std::to_string(last);
 }
 
+// An error answer cut at Options::error_body_bytes and a bound reached: what the status or curl said.
+void judge_bounds(CURLcode rc, const Connection::Exchange& x, const Target& target, const std::string& asked) {
+  if (x.error_body_cut) {
+    const std::string what = "HTTP " + std::to_string(x.status) + " for " + asked + " (its body was cut at " +
+                             std::to_string(x.options->error_body_bytes) + " bytes)";
+    if (x.status >= 500 || x.status == 429 || x.status == 408) throw Retryable{ErrorCode::kRemoteRequest, what};
+    throw Error(ErrorCode::kRemoteRequest, Stage::kIo, what, std::nullopt, target.display);
+  }
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    throw Retryable{ErrorCode::kRemoteRequest,
+                    std::string("curl: ") + (x.curl_error[0] != 0 ? x.curl_error : curl_easy_strerror(rc)) + " (" +
+                        asked + "; total timeout " + std::to_string(x.timeout_ms) + " ms, at least " +
+                        std::to_string(x.options->low_speed_bytes) + " bytes/s over " +
+                        std::to_string(x.options->low_speed_seconds) + " s)"};
+  }
+}
+
 // Turns what curl and the status say into success, a retryable fault, or an error.
 void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, const std::string& asked) {
+  judge_bounds(rc, x, target, asked);
   if (x.ignored_range) {
     throw Error(ErrorCode::kRemoteBadResponse, Stage::kIo,
                 "the server answered a ranged request (" + asked + ") with the whole object (200): it ignores "
@@ -192,7 +236,18 @@ void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, con
 
 }  // namespace
 
-Connection::Connection(const Target& target) : target_(target) {
+std::uint64_t request_timeout_ms(const Options& options, std::uint64_t bytes,
+                                 std::chrono::steady_clock::time_point deadline) {
+  const std::uint64_t rate = std::max<std::uint64_t>(options.timeout_rate, 1);
+  std::uint64_t ms = options.timeout_ms + bytes / rate * 1000 + bytes % rate * 1000 / rate;
+  if (deadline != std::chrono::steady_clock::time_point::max()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    ms = std::min<std::uint64_t>(ms, static_cast<std::uint64_t>(std::max<std::int64_t>(left.count(), 1)));
+  }
+  return std::min<std::uint64_t>(ms, 0x7fffffff);
+}
+
+Connection::Connection(const Target& target, const Options& options) : target_(target), options_(options) {
   global_init();
   curl_ = curl_easy_init();
   if (curl_ == nullptr) throw Error(ErrorCode::kRemoteRequest, Stage::kIo, "curl_easy_init failed", std::nullopt, target.display);
@@ -207,6 +262,8 @@ Probe Connection::probe(std::uint64_t tail, std::uint64_t whole_limit, Tally& ta
   x.capacity = tail;
   x.whole_limit = whole_limit;
   x.allow_whole = true;
+  x.options = &options_;
+  x.timeout_ms = request_timeout_ms(options_, tail, tally.deadline);
   const std::string asked = "the last " + std::to_string(tail) + " bytes";
   ++tally.requests;
   const CURLcode rc = perform(static_cast<CURL*>(curl_), target_, {"Range: bytes=-" + std::to_string(tail)}, x);
@@ -244,6 +301,8 @@ void Connection::get(std::uint64_t first, std::uint64_t length, std::uint8_t* de
   Exchange x;
   x.dest = dest;
   x.capacity = length;
+  x.options = &options_;
+  x.timeout_ms = request_timeout_ms(options_, length, tally.deadline);
   std::vector<std::string> headers{"Range: bytes=" + std::to_string(first) + "-" + std::to_string(last)};
   const bool weak = pinned.etag.rfind("W/", 0) == 0;
   if (!pinned.etag.empty() && !weak) {

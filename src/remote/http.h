@@ -1,11 +1,13 @@
 // http.h - one libcurl connection: ranged GETs checked against what was asked (internal).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "maploc/error.h"
+#include "maploc/remote/object.h"
 #include "target.h"
 
 namespace maploc::remote {
@@ -35,11 +37,19 @@ struct Probe {
 struct Tally {
   std::uint64_t bytes = 0;
   std::uint64_t requests = 0;
+  /// This attempt ends by then at the latest (the read's retry budget); max: its own timeout only.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
+
+/// The total timeout of a request of `bytes`: options.timeout_ms + bytes / options.timeout_rate,
+/// cut to what is left before `deadline` (at least 1 ms). Options resolved (no zero fields).
+std::uint64_t request_timeout_ms(const Options& options, std::uint64_t bytes,
+                                 std::chrono::steady_clock::time_point deadline);
 
 class Connection {
  public:
-  explicit Connection(const Target& target);
+  /// `options`: the time bounds and the CA file, resolved (Object::open); kept by reference.
+  Connection(const Target& target, const Options& options);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -53,6 +63,7 @@ class Connection {
 
  private:
   const Target& target_;
+  const Options& options_;
   void* curl_ = nullptr;
 };
 

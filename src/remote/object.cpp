@@ -42,6 +42,28 @@ unsigned parallel_of(const Options& o) {
   return 8;
 }
 
+// A time bound: the field, else its environment variable (a positive decimal), else `fallback`.
+std::uint64_t bound_of(std::uint64_t field, const char* variable, std::uint64_t fallback) {
+  if (field != 0) return field;
+  if (const char* v = std::getenv(variable)) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (end != v && *end == '\0' && v[0] != '-' && n > 0) return n;
+  }
+  return fallback;
+}
+
+// Options::connect_timeout_ms ... retry_budget_ms resolved (docs/remote.md, "Time bounds").
+void resolve_bounds(Options& o) {
+  o.connect_timeout_ms = bound_of(o.connect_timeout_ms, "MAPLOC_REMOTE_CONNECT_TIMEOUT_MS", 10'000);
+  o.timeout_ms = bound_of(o.timeout_ms, "MAPLOC_REMOTE_TIMEOUT_MS", 30'000);
+  o.timeout_rate = bound_of(o.timeout_rate, "MAPLOC_REMOTE_TIMEOUT_RATE", 64u << 10);
+  o.low_speed_bytes = bound_of(o.low_speed_bytes, "MAPLOC_REMOTE_LOW_SPEED_BYTES", 1024);
+  o.low_speed_seconds = bound_of(o.low_speed_seconds, "MAPLOC_REMOTE_LOW_SPEED_SECONDS", 30);
+  o.error_body_bytes = bound_of(o.error_body_bytes, "MAPLOC_REMOTE_ERROR_BODY_BYTES", 64u << 10);
+  o.retry_budget_ms = bound_of(o.retry_budget_ms, "MAPLOC_REMOTE_RETRY_BUDGET_MS", 120'000);
+}
+
 }  // namespace
 
 struct Object::Impl {
@@ -60,7 +82,7 @@ struct Object::Impl {
 
   std::unique_ptr<Connection> take() const {
     std::lock_guard lock(state_mutex);
-    if (pool.empty()) return std::make_unique<Connection>(target);
+    if (pool.empty()) return std::make_unique<Connection>(target, options);
     auto c = std::move(pool.back());
     pool.pop_back();
     return c;
@@ -70,11 +92,15 @@ struct Object::Impl {
     pool.push_back(std::move(c));
   }
 
-  // Runs `attempt` until it succeeds or its retries are spent (then an Error naming the URL).
+  // Runs `attempt` until it succeeds or its retries are spent: Options::retries, and retries start
+  // only within Options::retry_budget_ms of the first attempt, each cut to what is left of it
+  // (then an Error naming the URL).
   template <class F>
   void with_retries(F attempt) const {
+    const auto budget_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.retry_budget_ms);
     for (unsigned n = 0;; ++n) {
       Tally tally;
+      if (n > 0) tally.deadline = budget_end;
       try {
         attempt(tally);
         bytes_read += tally.bytes;
@@ -83,12 +109,16 @@ struct Object::Impl {
       } catch (const Retryable& r) {
         bytes_read += tally.bytes;
         requests += tally.requests;
-        if (n >= options.retries) {
-          throw Error(r.code, Stage::kIo, r.message + " (after " + std::to_string(n + 1) + " attempts)", std::nullopt,
-                      target.display);
+        const auto backoff = std::chrono::milliseconds(std::min(50u << std::min(n, 6u), 2000u));
+        if (n >= options.retries || std::chrono::steady_clock::now() + backoff >= budget_end) {
+          throw Error(r.code, Stage::kIo,
+                      r.message + " (after " + std::to_string(n + 1) + " attempts" +
+                          (n >= options.retries ? "" : ", the retry budget of " +
+                                                           std::to_string(options.retry_budget_ms) + " ms spent") + ")",
+                      std::nullopt, target.display);
         }
         ++retries;
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50u << n, 2000u)));
+        std::this_thread::sleep_for(backoff);
       } catch (...) {
         bytes_read += tally.bytes;
         requests += tally.requests;
@@ -132,9 +162,10 @@ std::shared_ptr<Object> Object::open(const std::string& url, const Options& opti
   impl->options = options;
   impl->options.parallel = parallel_of(options);
   impl->options.chunk_bytes = std::max<std::uint64_t>(options.chunk_bytes, 4096);
+  resolve_bounds(impl->options);
   Probe probe;
   {
-    Connection conn(impl->target);
+    Connection conn(impl->target, impl->options);
     impl->with_retries([&](Tally& t) { probe = conn.probe(options.tail_bytes, options.whole_object_bytes, t); });
   }
   impl->pinned = probe.pinned;

@@ -17,11 +17,16 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   replacedbig  a request for more than 512 KiB finds another ETag (412): replaced between opening and loading
   loop        302 to itself, forever
   redirect    302 to /ok/<file>
+  trickle     every 206 body is sent 4 bytes a second (a low-speed limit catches it)
+  endless404  404 with a body that never ends (no Content-Length; an error body cap stops it)
+  endless503  the same with 503 (retryable)
+  silent      reads the request, then says nothing and keeps the connection open
   s3          path /s3/<bucket>/<file>: 403 unless the request carries a valid SigV4 signature for
               the key id and secret in $TEST_S3_KEY_ID / $TEST_S3_SECRET and the session token in
               $TEST_S3_TOKEN; then as ok
 """
 import datetime
+import time
 import hashlib
 import hmac
 import os
@@ -99,6 +104,11 @@ class Handler(BaseHTTPRequestHandler):
                             os.environ.get("TEST_S3_TOKEN", "")):
                 return self.fail(403, b"SignatureDoesNotMatch\n")
             name = "/".join(parts[2:])  # /s3/<bucket>/<key>
+        if mode == "silent":
+            time.sleep(3600)
+            return
+        if mode in ("endless404", "endless503"):
+            return self.endless(int(mode[len("endless"):]))
         if mode == "loop":
             self.send_response(302)
             self.send_header("Location", self.path)
@@ -166,12 +176,37 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if head:
             return
+        if mode == "trickle":
+            return self.trickle(body)
         if mode == "short" or (mode == "short1" and bump(key) == 1) or (mode == "shortbig" and len(body) > 512 << 10):
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True
             return
         self.wfile.write(body)
+
+    def endless(self, status):
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        block = b"<p>error</p>" * 341
+        try:
+            while True:
+                self.wfile.write(block)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+
+    def trickle(self, body):
+        self.close_connection = True
+        try:
+            for i in range(0, len(body), 4):
+                self.wfile.write(body[i:i + 4])
+                self.wfile.flush()
+                time.sleep(1)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
 
     def send_body(self, status, data, etag, last_modified, head):
         self.send_response(status)

@@ -37,6 +37,29 @@ struct Options {
   /// A server that answers a ranged request with the whole object (200) is accepted only on the
   /// first request and only for objects up to this size; otherwise kRemoteBadResponse.
   std::uint64_t whole_object_bytes = 16u << 20;
+
+  // Time bounds (docs/remote.md, "Time bounds"). A field left 0 takes its environment variable,
+  // else the default named; a read of N bytes fails within
+  // max(timeout_ms + N / timeout_rate, retry_budget_ms) plus one backoff (2 s at most).
+  /// TCP and TLS setup of a connection; 0: $MAPLOC_REMOTE_CONNECT_TIMEOUT_MS, else 10 s.
+  std::uint64_t connect_timeout_ms = 0;
+  /// The least time a request may take, connecting included; 0: $MAPLOC_REMOTE_TIMEOUT_MS, else 30 s.
+  std::uint64_t timeout_ms = 0;
+  /// A request of N bytes may take timeout_ms + N / timeout_rate seconds in all (its total
+  /// timeout); 0: $MAPLOC_REMOTE_TIMEOUT_RATE (bytes/s), else 64 KiB/s (an 8 MiB request: 158 s).
+  std::uint64_t timeout_rate = 0;
+  /// A transfer slower than low_speed_bytes per second for low_speed_seconds fails (a stall or a
+  /// trickle; waiting for the answer counts); 0: $MAPLOC_REMOTE_LOW_SPEED_BYTES, else 1024.
+  std::uint64_t low_speed_bytes = 0;
+  /// 0: $MAPLOC_REMOTE_LOW_SPEED_SECONDS, else 30.
+  std::uint64_t low_speed_seconds = 0;
+  /// An error answer (404, 503, ...) is read up to this many bytes, then the request fails with its
+  /// status; 0: $MAPLOC_REMOTE_ERROR_BODY_BYTES, else 64 KiB.
+  std::uint64_t error_body_bytes = 0;
+  /// Retries of one read start only while its first attempt began less than this long ago (and
+  /// `retries` are left); each retry's total timeout is cut to what is left of it;
+  /// 0: $MAPLOC_REMOTE_RETRY_BUDGET_MS, else 120 s.
+  std::uint64_t retry_budget_ms = 0;
 };
 
 /// An object behind a URL. Its bytes are an anonymous read-only-to-callers mapping of the
