@@ -70,6 +70,7 @@ torch::Options open_options(const Args& args) {
   torch::Options o;
   o.limits = limits_of(args);
   o.strict = args.has("strict");
+  o.remote.ca_file = args.get("ca-file");  // empty: the environment's (remote::Options::ca_file)
   o.diagnostics = [](std::string_view m) {
     std::fprintf(stderr, "maploc: warning: %.*s\n", static_cast<int>(m.size()), m.data());
   };

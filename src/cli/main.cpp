@@ -115,7 +115,7 @@ std::string exit_codes_line() {
 
 // Options every command takes.
 constexpr const char* kGlobalSwitches = "help quiet strict";
-constexpr const char* kGlobalValues = "limit";
+constexpr const char* kGlobalValues = "limit ca-file";
 
 bool in_list(std::string_view list, std::string_view word) {
   while (!list.empty()) {
@@ -139,7 +139,10 @@ void print_help(const Command& c) {
               "             is an error (kTorchIncomplete, exit 3) instead of a warning\n"
               "  --limit FIELD=N\n"
               "             raise a safety limit the error message names, e.g. --limit zip_max_entries=10000000\n"
-              "             (repeatable; fields and defaults in docs/security.md)\n\n%s%s",
+              "             (repeatable; fields and defaults in docs/security.md)\n"
+              "  --ca-file PEM\n"
+              "             for a URL by https or s3: trust the CA certificates in PEM (a private CA) instead of\n"
+              "             $AWS_CA_BUNDLE (s3), $CURL_CA_BUNDLE, $SSL_CERT_FILE or the system's (docs/remote.md)\n\n%s%s",
               c.synopsis, c.summary, c.details,
               std::strstr(c.values, "map-location") != nullptr ? kSpecHelp : "", exit_codes_line().c_str());
 }

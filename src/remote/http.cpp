@@ -131,6 +131,11 @@ void apply_bounds(CURL* curl, Connection::Exchange& x) {
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, x.curl_error);
 }
 
+// The CA file https trusts (Options::ca_file, resolved by Object::open); unset: curl's default store.
+void apply_ca(CURL* curl, const Connection::Exchange& x) {
+  if (!x.options->ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, x.options->ca_file.c_str());
+}
+
 // Sends one GET with `headers`; returns the curl code. The Exchange holds what came back.
 CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string>& headers, Connection::Exchange& x) {
   curl_easy_reset(curl);
@@ -142,6 +147,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   apply_bounds(curl, x);
+  apply_ca(curl, x);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "maploc");
   curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L << 10);  // fewer, larger reads of the socket
   curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));

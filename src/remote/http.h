@@ -46,6 +46,15 @@ struct Tally {
 std::uint64_t request_timeout_ms(const Options& options, std::uint64_t bytes,
                                  std::chrono::steady_clock::time_point deadline);
 
+/// The CA file trusted for https and where it was named: `option` (Options::ca_file), else
+/// $AWS_CA_BUNDLE when `s3`, else $CURL_CA_BUNDLE, else $SSL_CERT_FILE (empty values skipped);
+/// path empty: the system's store.
+struct CaFile {
+  std::string path;
+  std::string from;  ///< "Options::ca_file (--ca-file)", "$AWS_CA_BUNDLE", ...
+};
+CaFile ca_file_of(const std::string& option, bool s3);
+
 class Connection {
  public:
   /// `options`: the time bounds and the CA file, resolved (Object::open); kept by reference.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -62,6 +63,19 @@ void resolve_bounds(Options& o) {
   o.low_speed_seconds = bound_of(o.low_speed_seconds, "MAPLOC_REMOTE_LOW_SPEED_SECONDS", 30);
   o.error_body_bytes = bound_of(o.error_body_bytes, "MAPLOC_REMOTE_ERROR_BODY_BYTES", 64u << 10);
   o.retry_budget_ms = bound_of(o.retry_budget_ms, "MAPLOC_REMOTE_RETRY_BUDGET_MS", 120'000);
+}
+
+// Options::ca_file resolved (the option, else the environment); a file that cannot be read is an
+// error naming it and where it was named, before any request.
+void resolve_ca(Options& o, const std::string& url, const std::string& display) {
+  const CaFile ca = ca_file_of(o.ca_file, url.rfind("s3://", 0) == 0);
+  o.ca_file = ca.path;
+  if (ca.path.empty()) return;
+  if (!std::ifstream(ca.path, std::ios::binary).good()) {
+    throw Error(ErrorCode::kRemoteBadUrl, Stage::kIo,
+                "the CA file '" + ca.path + "' (from " + ca.from + ") cannot be read: " + std::strerror(errno),
+                std::nullopt, display);
+  }
 }
 
 }  // namespace
@@ -163,6 +177,7 @@ std::shared_ptr<Object> Object::open(const std::string& url, const Options& opti
   impl->options.parallel = parallel_of(options);
   impl->options.chunk_bytes = std::max<std::uint64_t>(options.chunk_bytes, 4096);
   resolve_bounds(impl->options);
+  resolve_ca(impl->options, url, impl->target.display);
   Probe probe;
   {
     Connection conn(impl->target, impl->options);

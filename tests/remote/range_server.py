@@ -2,6 +2,7 @@
 """range_server.py - a loopback HTTP server with Range support and fault injection, for tests/remote.
 
 Usage: range_server.py ROOT   (listens on 127.0.0.1, port 0; prints "PORT <n>" and serves until killed)
+With $TEST_TLS_CERT and $TEST_TLS_KEY (PEM files) it serves https with that certificate.
 
 GET/HEAD /<mode>/<file> serves ROOT/<file> with single byte ranges (206, Content-Range, ETag,
 Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
@@ -32,6 +33,7 @@ import hmac
 import os
 import re
 import socket
+import ssl
 import sys
 import threading
 import urllib.parse
@@ -230,6 +232,10 @@ class Server(ThreadingHTTPServer):
 
 def main():
     server = Server(("127.0.0.1", 0), Handler)
+    if os.environ.get("TEST_TLS_CERT"):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(os.environ["TEST_TLS_CERT"], os.environ["TEST_TLS_KEY"])
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print("PORT", server.server_address[1], flush=True)
     server.serve_forever()
 

@@ -60,6 +60,11 @@ struct Options {
   /// `retries` are left); each retry's total timeout is cut to what is left of it;
   /// 0: $MAPLOC_REMOTE_RETRY_BUDGET_MS, else 120 s.
   std::uint64_t retry_budget_ms = 0;
+
+  /// A file of PEM certificates trusted for https (a private CA) instead of the system's; empty:
+  /// $AWS_CA_BUNDLE (s3:// only), else $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's
+  /// (docs/remote.md, "TLS"). A file that cannot be read is kRemoteBadUrl naming it.
+  std::string ca_file;
 };
 
 /// An object behind a URL. Its bytes are an anonymous read-only-to-callers mapping of the
