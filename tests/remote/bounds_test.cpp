@@ -9,6 +9,7 @@
 
 #include "maploc/error.h"
 #include "maploc/remote/object.h"
+#include "maploc/torch/checkpoint.h"
 #include "remote/remote_checks.h"
 
 using namespace maploc;
@@ -140,4 +141,24 @@ TEST_CASE("unset bounds take their environment variables, else the documented de
   CHECK(r.seconds < 2.5 + 2.0 + kSlackSeconds);
   // What the environment leaves unset takes its default (the message names the low-speed limit).
   CHECK(r.message.find("at least 1024 bytes/s over 30 s") != std::string::npos);
+}
+
+TEST_CASE("a stall after opening: every request in flight fails within the bounds, each retried at most once", "[remote][bounds]") {
+  // silentbig: opening passes, every request over 512 KiB (the 5 and 3 MiB storages) is never answered.
+  torch::Options o;
+  o.remote = small_bounds();
+  o.remote.low_speed_bytes = 1000;
+  o.remote.low_speed_seconds = 2;
+  o.remote.retry_budget_ms = 3000;  // bound: max(2 s, 3 s) + one backoff, all requests in flight at once
+  const auto remote = torch::Checkpoint::open(test::fixture_server().url("silentbig", "checkpoints/large_storages.t113.pt"), o);
+  const auto before = *remote.remote_transfer();
+  const auto start = Clock::now();
+  const auto [code, message] = test::raised([&] { remote.prefetch(); });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto after = *remote.remote_transfer();
+  INFO(message << "\nrequests " << before.requests << " -> " << after.requests << ", retries " << after.retries);
+  CHECK(code == "kRemoteRequest");
+  CHECK(seconds < 3.0 + 2.0 + kSlackSeconds);
+  CHECK(after.retries - before.retries <= 8);  // 8 requests in flight (the default), each retried once at most
+  CHECK(after.requests - before.requests <= 2 * 8);
 }

@@ -22,6 +22,7 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   endless404  404 with a body that never ends (no Content-Length; an error body cap stops it)
   endless503  the same with 503 (retryable)
   silent      reads the request, then says nothing and keeps the connection open
+  silentbig   as silent for a request of more than 512 KiB (opening passes, a load's data stalls)
   s3          path /s3/<bucket>/<file>: 403 unless the request carries a valid SigV4 signature for
               the key id and secret in $TEST_S3_KEY_ID / $TEST_S3_SECRET and the session token in
               $TEST_S3_TOKEN; then as ok
@@ -106,7 +107,7 @@ class Handler(BaseHTTPRequestHandler):
                             os.environ.get("TEST_S3_TOKEN", "")):
                 return self.fail(403, b"SignatureDoesNotMatch\n")
             name = "/".join(parts[2:])  # /s3/<bucket>/<key>
-        if mode == "silent":
+        if mode == "silent" or (mode == "silentbig" and requested_bytes(self.headers.get("Range", "")) > 512 << 10):
             time.sleep(3600)
             return
         if mode in ("endless404", "endless503"):
