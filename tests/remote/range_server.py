@@ -3,6 +3,8 @@
 
 Usage: range_server.py ROOT   (listens on 127.0.0.1, port 0; prints "PORT <n>" and serves until killed)
 With $TEST_TLS_CERT and $TEST_TLS_KEY (PEM files) it serves https with that certificate.
+It is also a forward proxy for itself: a request for an absolute URL (http://HOST/<mode>/<file>,
+as a client sends to an http proxy) is served as /<mode>/<file>, whatever HOST is.
 
 GET/HEAD /<mode>/<file> serves ROOT/<file> with single byte ranges (206, Content-Range, ETag,
 Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
@@ -100,7 +102,10 @@ class Handler(BaseHTTPRequestHandler):
         self.serve(head=False)
 
     def serve(self, head):
-        parts = urllib.parse.unquote(self.path.partition("?")[0]).lstrip("/").split("/")
+        target = self.path
+        if target.startswith("http://"):  # absolute-form: a client using this server as its proxy
+            target = "/" + target[len("http://"):].partition("/")[2]
+        parts = urllib.parse.unquote(target.partition("?")[0]).lstrip("/").split("/")
         mode, name = parts[0], "/".join(parts[1:])
         if mode == "s3":
             if not sigv4_ok(self, os.environ.get("TEST_S3_KEY_ID", ""), os.environ.get("TEST_S3_SECRET", ""),

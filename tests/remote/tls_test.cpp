@@ -201,3 +201,19 @@ TEST_CASE("https with a private CA: Options::ca_file and --ca-file, a missing CA
   CHECK(missing.exit_code == 3);
   CHECK(missing.out.find("/nonexistent/ca.pem") != std::string::npos);
 }
+
+TEST_CASE("proxies from the environment: http_proxy is used, no_proxy bypasses it", "[remote][proxy]") {
+  // range_server.py answers absolute-form requests as a forward proxy for itself; the host named
+  // cannot be resolved (.invalid), so only a request through the proxy can succeed.
+  const std::string url = "http://maploc-proxy-test.invalid/ok/" + kFile;
+  const std::string proxy = "http://127.0.0.1:" + std::to_string(test::fixture_server().port());
+  for (const char* v : {"no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"}) ::unsetenv(v);
+  ::setenv("http_proxy", proxy.c_str(), 1);
+  CHECK(remote::Object::open(url, quick())->size() == local_size());
+  ::setenv("no_proxy", "maploc-proxy-test.invalid", 1);
+  const auto [code, message] = test::raised([&] { remote::Object::open(url, quick()); });
+  CHECK(code == "kRemoteRequest");  // direct: the name does not resolve
+  ::unsetenv("no_proxy");
+  ::unsetenv("http_proxy");
+  CHECK(test::raised([&] { remote::Object::open(url, quick()); }).first == "kRemoteRequest");
+}
