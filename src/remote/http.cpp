@@ -171,6 +171,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
   const CURLcode rc = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &x.status);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);  // x.curl_error ends with x
   curl_slist_free_all(list);
   return rc;
 }
