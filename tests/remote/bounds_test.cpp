@@ -4,8 +4,14 @@
 // is generous: the tests run on loaded 2-core machines and under sanitizers.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "maploc/error.h"
 #include "maploc/remote/object.h"
@@ -161,4 +167,39 @@ TEST_CASE("a stall after opening: every request in flight fails within the bound
   CHECK(seconds < 3.0 + 2.0 + kSlackSeconds);
   CHECK(after.retries - before.retries <= 8);  // 8 requests in flight (the default), each retried once at most
   CHECK(after.requests - before.requests <= 2 * 8);
+}
+
+TEST_CASE("a connection that never opens fails by the connect timeout", "[remote][bounds]") {
+  // A listening socket whose accept queue is full and never drained: the kernel drops further SYNs,
+  // so a connect waits (as for a host that drops packets) until the connect timeout.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  socklen_t len = sizeof at;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  std::vector<int> fillers;
+  for (int i = 0; i < 4; ++i) {  // more than the queue holds (backlog 0: one); the rest stay pending
+    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ::connect(c, reinterpret_cast<sockaddr*>(&at), sizeof at);
+    fillers.push_back(c);
+  }
+  ::usleep(200'000);
+  auto o = small_bounds();
+  o.connect_timeout_ms = 1000;
+  o.retry_budget_ms = 1500;  // bound: max(1 s connect, 1.5 s budget) + one backoff
+  const auto start = Clock::now();
+  const auto [code, message] = test::raised(
+      [&] { remote::Object::open("http://127.0.0.1:" + std::to_string(ntohs(at.sin_port)) + "/ok/" + kFile, o); });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (int c : fillers) ::close(c);
+  ::close(listener);
+  INFO(message);
+  CHECK(code == "kRemoteRequest");
+  CHECK(message.find("timed out") != std::string::npos);
+  CHECK(seconds > 0.5);
+  CHECK(seconds < 1.5 + 2.0 + kSlackSeconds);
 }
