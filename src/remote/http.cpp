@@ -197,9 +197,20 @@ void judge_bounds(CURLcode rc, const Connection::Exchange& x, const Target& targ
   }
 }
 
+// A certificate no trusted CA signed: says where the trusted CAs came from and how to add one.
+void judge_tls(CURLcode rc, const Connection::Exchange& x, const Target& target) {
+  if (rc != CURLE_PEER_FAILED_VERIFICATION) return;
+  throw Error(ErrorCode::kRemoteRequest, Stage::kIo,
+              std::string("curl: ") + (x.curl_error[0] != 0 ? x.curl_error : curl_easy_strerror(rc)) +
+                  " (trusted: " + (x.options->ca_file.empty() ? "the system's CA store" : "'" + x.options->ca_file + "'") +
+                  "; a private CA: --ca-file or $CURL_CA_BUNDLE, docs/remote.md)",
+              std::nullopt, target.display);
+}
+
 // Turns what curl and the status say into success, a retryable fault, or an error.
 void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, const std::string& asked) {
   judge_bounds(rc, x, target, asked);
+  judge_tls(rc, x, target);
   if (x.ignored_range) {
     throw Error(ErrorCode::kRemoteBadResponse, Stage::kIo,
                 "the server answered a ranged request (" + asked + ") with the whole object (200): it ignores "

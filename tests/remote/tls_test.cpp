@@ -139,6 +139,8 @@ TEST_CASE("https with a private CA: refused without it, read with it from the en
     INFO(message);
     CHECK(code == "kRemoteRequest");
     CHECK(message.find("127.0.0.1") != std::string::npos);
+    CHECK(message.find("the system's CA store") != std::string::npos);
+    CHECK(message.find("--ca-file") != std::string::npos);
   }
   {
     CaEnvironment env(nullptr, pki().ca.c_str(), nullptr);
