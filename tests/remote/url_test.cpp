@@ -36,6 +36,30 @@ TEST_CASE("display_url drops user information, query and fragment", "[remote]") 
   CHECK(remote::display_url("https://tok@host") == "https://host");
 }
 
+TEST_CASE("display_url never shows user information, whatever raw characters it holds", "[remote]") {
+  // A password (or a token as user name) typed raw with '#', '?', '/' or '@': none of it is shown.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"https://user:pa#ss@host/a.pt", "https://host/a.pt"},
+      {"https://user:pa?ss@host:8443/a.pt?q=1", "https://host:8443/a.pt"},
+      {"https://user:pa/ss@host/a.pt", "https://host/a.pt"},
+      {"https://user:p@ss/w@host/a.pt", "https://host/a.pt"},
+      {"https://user:p#s?s/w@host/d/a.pt#frag", "https://host/d/a.pt"},
+      {"https://ab/cd+ef=@host/a.pt", "https://host/a.pt"},
+      {"http://user:pa#ss@127.0.0.1:9/x", "http://127.0.0.1:9/x"},
+      {"https://user:1234#ss@host/a.pt", "https://host/a.pt"},
+  };
+  for (const auto& [url, shown] : cases) {
+    INFO(url);
+    const std::string got = remote::display_url(url);
+    CHECK(got == shown);
+    for (const char* part : {"user", "pa", "ss", "ab", "cd", "ef", "1234", "frag"}) CHECK(got.find(part) == std::string::npos);
+  }
+  // Without user information, an '@' in the query is the query's (cut), not an end of user information.
+  CHECK(remote::display_url("https://host/a.pt?who=a@b.example") == "https://host/a.pt");
+  CHECK(remote::display_url("https://[::1]:8443/a.pt?who=a@b.example") == "https://[::1]:8443/a.pt");
+  CHECK(remote::display_url("https://host/a.pt#x@y") == "https://host/a.pt");
+}
+
 TEST_CASE("the present-range set merges and reports what is missing", "[remote]") {
   remote::Intervals s;
   s.add(10, 20);
