@@ -41,6 +41,14 @@ std::optional<ContentRange> parse_content_range(const std::string& v) {
   return ContentRange{a, b, t};
 }
 
+// "bytes */1234" (a 416's statement of the size): 1234; nullopt for anything else.
+std::optional<std::uint64_t> parse_unsatisfied_total(const std::string& v) {
+  unsigned long long t = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "bytes */%llu%c", &t, &tail) != 1) return std::nullopt;
+  return t;
+}
+
 }  // namespace
 
 // The state of one request: headers as they arrive, the body into its destination.
@@ -190,6 +198,18 @@ void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, con
   }
 }
 
+// A 416 to the tail request is an empty object, unless its Content-Range gives a size: then the
+// server refused a suffix range of an object that has bytes, and the message names that size.
+void refuse_unsatisfied_tail(const Connection::Exchange& x, const Target& target, const std::string& asked) {
+  const auto total = parse_unsatisfied_total(x.content_range);
+  if (!total || *total == 0) return;
+  throw Error(ErrorCode::kRemoteBadResponse, Stage::kIo,
+              "the server answered 416 (Range Not Satisfiable) to a request for " + asked + ", though it gives the "
+              "object's size as " + std::to_string(*total) + " bytes (Content-Range: bytes */" +
+                  std::to_string(*total) + "): it does not serve suffix ranges (Range: bytes=-N), which maploc needs",
+              std::nullopt, target.display);
+}
+
 }  // namespace
 
 Connection::Connection(const Target& target) : target_(target) {
@@ -212,6 +232,7 @@ Probe Connection::probe(std::uint64_t tail, std::uint64_t whole_limit, Tally& ta
   const CURLcode rc = perform(static_cast<CURL*>(curl_), target_, {"Range: bytes=-" + std::to_string(tail)}, x);
   tally.bytes += x.received;
   if (x.status == 416) {  // an empty object has no last bytes
+    refuse_unsatisfied_tail(x, target_, asked);
     p.pinned.etag = x.etag;
     p.pinned.last_modified = x.last_modified;
     return p;

@@ -15,6 +15,8 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   norange     Range is ignored: 200 with the whole object
   replaced    after 3 requests the object has another ETag (If-Match fails: 412)
   replacedbig  a request for more than 512 KiB finds another ETag (412): replaced between opening and loading
+  unsatisfiable  every ranged request answers 416 with Content-Range: bytes */<size> (a server that
+              refuses suffix ranges)
   loop        302 to itself, forever
   redirect    302 to /ok/<file>
   s3          path /s3/<bucket>/<file>: 403 unless the request carries a valid SigV4 signature for
@@ -131,6 +133,12 @@ class Handler(BaseHTTPRequestHandler):
         if if_match is not None and if_match != etag and if_match != "*":
             return self.fail(412)
         rng = self.headers.get("Range")
+        if rng is not None and mode == "unsatisfiable":
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{len(data)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if rng is None or mode == "norange":
             return self.send_body(200, data, etag, last_modified, head)
         m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())

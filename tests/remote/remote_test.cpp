@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -124,6 +125,17 @@ TEST_CASE("faults that persist are errors naming the URL", "[remote]") {
   // A server that ignores Range is fine for an object small enough to take whole.
   const auto c = torch::Checkpoint::open(server().url("norange", f), quick());
   CHECK(c.remote_transfer()->requests == 1);
+}
+
+TEST_CASE("a 416 to the first request names the size the server gave", "[remote]") {
+  const std::string f = "checkpoints/gpu_tagged.t113.pt";
+  const auto size = std::to_string(std::filesystem::file_size(kFixtures + "/" + f));
+  const auto [code, what] = raised([&] { (void)torch::Checkpoint::open(server().url("unsatisfiable", f), quick(0)); });
+  CHECK(code == "kRemoteBadResponse");
+  CHECK(what.find("416") != std::string::npos);
+  CHECK(what.find("bytes */" + size) != std::string::npos);
+  CHECK(what.find("empty") == std::string::npos);
+  CHECK(what.find(server().url("unsatisfiable", f)) != std::string::npos);
 }
 
 TEST_CASE("no credential of a URL appears in a path, a message or the JSON", "[remote]") {
