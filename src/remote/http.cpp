@@ -1,6 +1,8 @@
 // http.cpp - ranged GETs over libcurl, each answer checked: status, Content-Range, length, validators.
 #include "http.h"
 
+#include "redirect.h"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -64,6 +66,7 @@ struct Connection::Exchange {
   std::string content_range, etag, last_modified;
   std::uint64_t received = 0;
   bool overflow = false, ignored_range = false;
+  std::string refused_redirect;  // why a redirect was not followed (judge_redirect), with its status
   CURL* curl = nullptr;
 
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* self) {
@@ -111,14 +114,45 @@ struct Connection::Exchange {
 
 namespace {
 
+constexpr int kMaxRedirects = 8;
+
+// Whether requests for `target` carry secrets bound to its origin (a SigV4 signature, a token).
+bool signed_request(const Target& target) { return !target.sigv4.empty() || !target.session_token.empty(); }
+
+// Performs the request set up on `curl` for target.url, then each redirect judge_redirect allows
+// (at most kMaxRedirects), on the same handle and headers: only to the same origin for a signed
+// request, so its signature and token never leave it; never from https to http. A refused redirect
+// leaves its reason in x.refused_redirect (judge() raises it); too many give
+// CURLE_TOO_MANY_REDIRECTS.
+CURLcode perform_following(CURL* curl, const Target& target, Connection::Exchange& x) {
+  std::string url = target.url;
+  for (int hops = 0;; ++hops) {
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    x.status = 0;
+    const CURLcode rc = curl_easy_perform(curl);
+    char* next = nullptr;
+    if (rc != CURLE_OK || curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &next) != CURLE_OK || next == nullptr) {
+      return rc;
+    }
+    if (hops == kMaxRedirects) return CURLE_TOO_MANY_REDIRECTS;
+    const RedirectVerdict verdict = judge_redirect(url, next, signed_request(target));
+    if (!verdict.follow) {
+      long status = 0;
+      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+      x.refused_redirect = "HTTP " + std::to_string(status) + ": " + verdict.refusal;
+      return rc;
+    }
+    url = verdict.url;
+  }
+}
+
 // Sends one GET with `headers`; returns the curl code. The Exchange holds what came back.
 CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string>& headers, Connection::Exchange& x) {
   curl_easy_reset(curl);
   x.curl = curl;
   curl_easy_setopt(curl, CURLOPT_URL, target.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 8L);
+  // Redirects: curl follows none; perform_following() decides each (redirect.cpp).
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
@@ -144,7 +178,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
     }
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-  const CURLcode rc = curl_easy_perform(curl);
+  const CURLcode rc = perform_following(curl, target, x);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &x.status);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   curl_slist_free_all(list);
@@ -157,6 +191,10 @@ std::string range_text(std::uint64_t first, std::uint64_t last) {
 
 // Turns what curl and the status say into success, a retryable fault, or an error.
 void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, const std::string& asked) {
+  if (!x.refused_redirect.empty()) {
+    throw Error(ErrorCode::kRemoteRedirects, Stage::kIo, x.refused_redirect + " (for " + asked + ")", std::nullopt,
+                target.display);
+  }
   if (x.ignored_range) {
     throw Error(ErrorCode::kRemoteBadResponse, Stage::kIo,
                 "the server answered a ranged request (" + asked + ") with the whole object (200): it ignores "

@@ -3,6 +3,10 @@
 
 Usage: range_server.py ROOT   (listens on 127.0.0.1, port 0; prints "PORT <n>" and serves until killed)
 
+Environment: $TEST_BIND_HOST listens on another loopback address (127.0.0.2); $TEST_REQUEST_LOG
+names a file where every request appends "<Host header> <path> authorization=0|1 token=0|1" (whether
+it carried Authorization / x-amz-security-token), for the redirect tests.
+
 GET/HEAD /<mode>/<file> serves ROOT/<file> with single byte ranges (206, Content-Range, ETag,
 Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   ok          no fault
@@ -19,6 +23,9 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
               refuses suffix ranges)
   loop        302 to itself, forever
   redirect    302 to /ok/<file>
+  away        path /away/<scheme>/<host>/<port>/<rest>: 302 to <scheme>://who:L0cpass@<host>:<port>/<rest>?sig=L0csig
+              (another origin; user information and a query that must never be shown or sent on)
+  s3here      path /s3here/<bucket>/<key>: 302 to /s3/<bucket>/<key> (the same origin)
   s3          path /s3/<bucket>/<file>: 403 unless the request carries a valid SigV4 signature for
               the key id and secret in $TEST_S3_KEY_ID / $TEST_S3_SECRET and the session token in
               $TEST_S3_TOKEN; then as ok
@@ -93,9 +100,26 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self.serve(head=False)
 
+    def redirect_to(self, location):
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def serve(self, head):
+        log = os.environ.get("TEST_REQUEST_LOG")
+        if log:
+            with LOCK, open(log, "a") as f:
+                f.write("%s %s authorization=%d token=%d\n" % (
+                    self.headers.get("Host", "-"), self.path, "Authorization" in self.headers,
+                    "x-amz-security-token" in self.headers))
         parts = urllib.parse.unquote(self.path.partition("?")[0]).lstrip("/").split("/")
         mode, name = parts[0], "/".join(parts[1:])
+        if mode == "away" and len(parts) > 4:
+            scheme, host, port = parts[1], parts[2], parts[3]
+            return self.redirect_to(f"{scheme}://who:L0cpass@{host}:{port}/" + "/".join(parts[4:]) + "?sig=L0csig")
+        if mode == "s3here":
+            return self.redirect_to("/s3/" + name)
         if mode == "s3":
             if not sigv4_ok(self, os.environ.get("TEST_S3_KEY_ID", ""), os.environ.get("TEST_S3_SECRET", ""),
                             os.environ.get("TEST_S3_TOKEN", "")):
@@ -202,7 +226,7 @@ class Server(ThreadingHTTPServer):
 
 
 def main():
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server((os.environ.get("TEST_BIND_HOST", "127.0.0.1"), 0), Handler)
     print("PORT", server.server_address[1], flush=True)
     server.serve_forever()
 
