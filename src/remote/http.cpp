@@ -51,6 +51,38 @@ std::optional<std::uint64_t> parse_unsatisfied_total(const std::string& v) {
   return t;
 }
 
+constexpr int kMaxRedirects = 8;
+
+// Whether requests for `target` carry secrets bound to its origin (a SigV4 signature, a token).
+bool signed_request(const Target& target) { return !target.sigv4.empty() || !target.session_token.empty(); }
+
+// Performs the request set up on `curl` for target.url, then each redirect judge_redirect allows
+// (at most kMaxRedirects), on the same handle and headers: only to the same origin for a signed
+// request, so its signature and token never leave it; never from https to http. A refused redirect
+// leaves its reason in `refused` (judge() raises it); too many give CURLE_TOO_MANY_REDIRECTS.
+// `status` (the Exchange's) is cleared before each answer.
+CURLcode perform_following(CURL* curl, const Target& target, long& status, std::string& refused) {
+  std::string url = target.url;
+  for (int hops = 0;; ++hops) {
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    status = 0;
+    const CURLcode rc = curl_easy_perform(curl);
+    char* next = nullptr;
+    if (rc != CURLE_OK || curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &next) != CURLE_OK || next == nullptr) {
+      return rc;
+    }
+    if (hops == kMaxRedirects) return CURLE_TOO_MANY_REDIRECTS;
+    const RedirectVerdict verdict = judge_redirect(url, next, signed_request(target));
+    if (!verdict.follow) {
+      long code = 0;
+      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+      refused = "HTTP " + std::to_string(code) + ": " + verdict.refusal;
+      return rc;
+    }
+    url = verdict.url;
+  }
+}
+
 }  // namespace
 
 // The state of one request: headers as they arrive, the body into its destination.
@@ -114,38 +146,6 @@ struct Connection::Exchange {
 
 namespace {
 
-constexpr int kMaxRedirects = 8;
-
-// Whether requests for `target` carry secrets bound to its origin (a SigV4 signature, a token).
-bool signed_request(const Target& target) { return !target.sigv4.empty() || !target.session_token.empty(); }
-
-// Performs the request set up on `curl` for target.url, then each redirect judge_redirect allows
-// (at most kMaxRedirects), on the same handle and headers: only to the same origin for a signed
-// request, so its signature and token never leave it; never from https to http. A refused redirect
-// leaves its reason in x.refused_redirect (judge() raises it); too many give
-// CURLE_TOO_MANY_REDIRECTS.
-CURLcode perform_following(CURL* curl, const Target& target, Connection::Exchange& x) {
-  std::string url = target.url;
-  for (int hops = 0;; ++hops) {
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    x.status = 0;
-    const CURLcode rc = curl_easy_perform(curl);
-    char* next = nullptr;
-    if (rc != CURLE_OK || curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &next) != CURLE_OK || next == nullptr) {
-      return rc;
-    }
-    if (hops == kMaxRedirects) return CURLE_TOO_MANY_REDIRECTS;
-    const RedirectVerdict verdict = judge_redirect(url, next, signed_request(target));
-    if (!verdict.follow) {
-      long status = 0;
-      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-      x.refused_redirect = "HTTP " + std::to_string(status) + ": " + verdict.refusal;
-      return rc;
-    }
-    url = verdict.url;
-  }
-}
-
 // Sends one GET with `headers`; returns the curl code. The Exchange holds what came back.
 CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string>& headers, Connection::Exchange& x) {
   curl_easy_reset(curl);
@@ -178,7 +178,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
     }
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-  const CURLcode rc = perform_following(curl, target, x);
+  const CURLcode rc = perform_following(curl, target, x.status, x.refused_redirect);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &x.status);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   curl_slist_free_all(list);
@@ -191,10 +191,6 @@ std::string range_text(std::uint64_t first, std::uint64_t last) {
 
 // Turns what curl and the status say into success, a retryable fault, or an error.
 void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, const std::string& asked) {
-  if (!x.refused_redirect.empty()) {
-    throw Error(ErrorCode::kRemoteRedirects, Stage::kIo, x.refused_redirect + " (for " + asked + ")", std::nullopt,
-                target.display);
-  }
   if (x.ignored_range) {
     throw Error(ErrorCode::kRemoteBadResponse, Stage::kIo,
                 "the server answered a ranged request (" + asked + ") with the whole object (200): it ignores "
@@ -202,6 +198,10 @@ void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, con
                 std::nullopt, target.display);
   }
   if (x.overflow) throw Retryable{ErrorCode::kRemoteBadResponse, "the body is longer than the " + asked + " asked"};
+  if (!x.refused_redirect.empty()) {
+    throw Error(ErrorCode::kRemoteRedirects, Stage::kIo, x.refused_redirect + " (for " + asked + ")", std::nullopt,
+                target.display);
+  }
   if (rc == CURLE_TOO_MANY_REDIRECTS) {
     throw Error(ErrorCode::kRemoteRedirects, Stage::kIo, "too many redirects (a redirect loop?) for " + asked,
                 std::nullopt, target.display);

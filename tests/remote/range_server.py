@@ -23,12 +23,12 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
               refuses suffix ranges)
   loop        302 to itself, forever
   redirect    302 to /ok/<file>
-  away        path /away/<scheme>/<host>/<port>/<rest>: 302 to <scheme>://who:L0cpass@<host>:<port>/<rest>?sig=L0csig
-              (another origin; user information and a query that must never be shown or sent on)
-  s3here      path /s3here/<bucket>/<key>: 302 to /s3/<bucket>/<key> (the same origin)
   s3          path /s3/<bucket>/<file>: 403 unless the request carries a valid SigV4 signature for
               the key id and secret in $TEST_S3_KEY_ID / $TEST_S3_SECRET and the session token in
               $TEST_S3_TOKEN; then as ok
+  away        path /away/<scheme>/<host>/<port>/<rest>: 302 to <scheme>://who:L0cpass@<host>:<port>/<rest>?sig=L0csig
+              (another origin; user information and a query that must never be shown or sent on)
+  s3here      path /s3here/<bucket>/<key>: 302 to /s3/<bucket>/<key> (the same origin)
 """
 import datetime
 import hashlib
