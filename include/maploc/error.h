@@ -26,7 +26,7 @@ enum class ErrorCode : std::uint16_t {
   kRemoteRequest = 21,     ///< a request failed after its retries: connection, TLS, an HTTP error status
   kRemoteBadResponse = 22, ///< an answer that does not fit the request: wrong Content-Range, short body, Range ignored
   kRemoteChanged = 23,     ///< the object changed while it was read (412 on If-Match, another ETag or size)
-  kRemoteRedirects = 24,   ///< too many redirects (a redirect loop)
+  kRemoteRedirects = 24,   ///< a redirect not followed: too many (a loop), or refused (https to http, another origin for a signed request)
 
   // zip
   kZipNotZip = 100,             ///< no end-of-central-directory record: truncated or not a zip

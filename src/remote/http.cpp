@@ -1,6 +1,8 @@
 // http.cpp - ranged GETs over libcurl, each answer checked: status, Content-Range, length, validators.
 #include "http.h"
 
+#include "redirect.h"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -41,6 +43,46 @@ std::optional<ContentRange> parse_content_range(const std::string& v) {
   return ContentRange{a, b, t};
 }
 
+// "bytes */1234" (a 416's statement of the size): 1234; nullopt for anything else.
+std::optional<std::uint64_t> parse_unsatisfied_total(const std::string& v) {
+  unsigned long long t = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "bytes */%llu%c", &t, &tail) != 1) return std::nullopt;
+  return t;
+}
+
+constexpr int kMaxRedirects = 8;
+
+// Whether requests for `target` carry secrets bound to its origin (a SigV4 signature, a token).
+bool signed_request(const Target& target) { return !target.sigv4.empty() || !target.session_token.empty(); }
+
+// Performs the request set up on `curl` for target.url, then each redirect judge_redirect allows
+// (at most kMaxRedirects), on the same handle and headers: only to the same origin for a signed
+// request, so its signature and token never leave it; never from https to http. A refused redirect
+// leaves its reason in `refused` (judge() raises it); too many give CURLE_TOO_MANY_REDIRECTS.
+// `status` (the Exchange's) is cleared before each answer.
+CURLcode perform_following(CURL* curl, const Target& target, long& status, std::string& refused) {
+  std::string url = target.url;
+  for (int hops = 0;; ++hops) {
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    status = 0;
+    const CURLcode rc = curl_easy_perform(curl);
+    char* next = nullptr;
+    if (rc != CURLE_OK || curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &next) != CURLE_OK || next == nullptr) {
+      return rc;
+    }
+    if (hops == kMaxRedirects) return CURLE_TOO_MANY_REDIRECTS;
+    const RedirectVerdict verdict = judge_redirect(url, next, signed_request(target));
+    if (!verdict.follow) {
+      long code = 0;
+      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+      refused = "HTTP " + std::to_string(code) + ": " + verdict.refusal;
+      return rc;
+    }
+    url = verdict.url;
+  }
+}
+
 }  // namespace
 
 // The state of one request: headers as they arrive, the body into its destination.
@@ -56,6 +98,7 @@ struct Connection::Exchange {
   std::string content_range, etag, last_modified;
   std::uint64_t received = 0;
   bool overflow = false, ignored_range = false;
+  std::string refused_redirect;  // why a redirect was not followed (judge_redirect), with its status
   CURL* curl = nullptr;
 
   // Time bounds and the error body's cap (apply_bounds; docs/remote.md, "Time bounds").
@@ -142,8 +185,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
   x.curl = curl;
   curl_easy_setopt(curl, CURLOPT_URL, target.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 8L);
+  // Redirects: curl follows none; perform_following() decides each (redirect.cpp).
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   apply_bounds(curl, x);
@@ -168,7 +210,7 @@ CURLcode perform(CURL* curl, const Target& target, const std::vector<std::string
     }
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-  const CURLcode rc = curl_easy_perform(curl);
+  const CURLcode rc = perform_following(curl, target, x.status, x.refused_redirect);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &x.status);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);  // x.curl_error ends with x
@@ -218,6 +260,10 @@ void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, con
                 std::nullopt, target.display);
   }
   if (x.overflow) throw Retryable{ErrorCode::kRemoteBadResponse, "the body is longer than the " + asked + " asked"};
+  if (!x.refused_redirect.empty()) {
+    throw Error(ErrorCode::kRemoteRedirects, Stage::kIo, x.refused_redirect + " (for " + asked + ")", std::nullopt,
+                target.display);
+  }
   if (rc == CURLE_TOO_MANY_REDIRECTS) {
     throw Error(ErrorCode::kRemoteRedirects, Stage::kIo, "too many redirects (a redirect loop?) for " + asked,
                 std::nullopt, target.display);
@@ -250,6 +296,18 @@ void judge(CURLcode rc, const Connection::Exchange& x, const Target& target, con
                     (x.status == 404 ? " (no such object)" : ""),
                 std::nullopt, target.display);
   }
+}
+
+// A 416 to the tail request is an empty object, unless its Content-Range gives a size: then the
+// server refused a suffix range of an object that has bytes, and the message names that size.
+void refuse_unsatisfied_tail(const Connection::Exchange& x, const Target& target, const std::string& asked) {
+  const auto total = parse_unsatisfied_total(x.content_range);
+  if (!total || *total == 0) return;
+  throw Error(ErrorCode::kRemoteBadResponse, Stage::kIo,
+              "the server answered 416 (Range Not Satisfiable) to a request for " + asked + ", though it gives the "
+              "object's size as " + std::to_string(*total) + " bytes (Content-Range: bytes */" +
+                  std::to_string(*total) + "): it does not serve suffix ranges (Range: bytes=-N), which maploc needs",
+              std::nullopt, target.display);
 }
 
 }  // namespace
@@ -287,6 +345,7 @@ Probe Connection::probe(std::uint64_t tail, std::uint64_t whole_limit, Tally& ta
   const CURLcode rc = perform(static_cast<CURL*>(curl_), target_, {"Range: bytes=-" + std::to_string(tail)}, x);
   tally.bytes += x.received;
   if (x.status == 416) {  // an empty object has no last bytes
+    refuse_unsatisfied_tail(x, target_, asked);
     p.pinned.etag = x.etag;
     p.pinned.last_modified = x.last_modified;
     return p;

@@ -219,6 +219,22 @@ Target resolve_s3(const std::string& url, const std::string& shown) {
   return t;
 }
 
+// Where the user information of the text after "://" ends (the position of its '@'), or npos when
+// it has none. A raw '#', '?', '/' or '@' typed in a password (or a token given as user name) would
+// end the authority early, so the user information is taken to reach the last '@' of `rest` when
+// there is any sign of it: an '@' before the first '?' or '#', or a ':' before the first '/', '?'
+// or '#' (a password cut short; a password of digits looks like a port, so a port counts too). An
+// '@' only in the query or fragment of a URL without such a sign is the query's. Erring this way
+// can hide a host name, never a password.
+std::size_t user_info_end(std::string_view rest) {
+  const auto at = rest.rfind('@');
+  if (at == std::string_view::npos) return at;
+  if (rest.find('@') < rest.find_first_of("?#")) return at;
+  const std::string_view naive = rest.substr(0, rest.find_first_of("/?#"));
+  const bool colon = naive.find(':') != std::string_view::npos && naive.front() != '[';  // not an IPv6 literal
+  return colon ? at : std::string_view::npos;
+}
+
 }  // namespace
 
 bool is_url(std::string_view text) noexcept {
@@ -229,14 +245,9 @@ std::string display_url(std::string_view url) {
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return std::string(url.substr(0, url.find_first_of("?#")));
   std::string_view rest = url.substr(scheme_end + 3);
+  if (const auto at = user_info_end(rest); at != std::string_view::npos) rest = rest.substr(at + 1);
   rest = rest.substr(0, rest.find_first_of("?#"));
-  const auto path_at = rest.find('/');
-  std::string_view authority = rest.substr(0, path_at);
-  if (const auto at = authority.rfind('@'); at != std::string_view::npos) authority = authority.substr(at + 1);
-  std::string out(url.substr(0, scheme_end + 3));
-  out += authority;
-  if (path_at != std::string_view::npos) out += rest.substr(path_at);
-  return out;
+  return std::string(url.substr(0, scheme_end + 3)) + std::string(rest);
 }
 
 Target resolve_target(const std::string& url) {

@@ -6,6 +6,10 @@ With $TEST_TLS_CERT and $TEST_TLS_KEY (PEM files) it serves https with that cert
 It is also a forward proxy for itself: a request for an absolute URL (http://HOST/<mode>/<file>,
 as a client sends to an http proxy) is served as /<mode>/<file>, whatever HOST is.
 
+Environment: $TEST_BIND_HOST listens on another loopback address (127.0.0.2); $TEST_REQUEST_LOG
+names a file where every request appends "<Host header> <path> authorization=0|1 token=0|1" (whether
+it carried Authorization / x-amz-security-token), for the redirect tests.
+
 GET/HEAD /<mode>/<file> serves ROOT/<file> with single byte ranges (206, Content-Range, ETag,
 Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   ok          no fault
@@ -18,6 +22,8 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   norange     Range is ignored: 200 with the whole object
   replaced    after 3 requests the object has another ETag (If-Match fails: 412)
   replacedbig  a request for more than 512 KiB finds another ETag (412): replaced between opening and loading
+  unsatisfiable  every ranged request answers 416 with Content-Range: bytes */<size> (a server that
+              refuses suffix ranges)
   loop        302 to itself, forever
   redirect    302 to /ok/<file>
   trickle     every 206 body is sent 4 bytes a second (a low-speed limit catches it)
@@ -28,6 +34,9 @@ Last-Modified, If-Match, If-Unmodified-Since). Modes inject one fault each:
   s3          path /s3/<bucket>/<file>: 403 unless the request carries a valid SigV4 signature for
               the key id and secret in $TEST_S3_KEY_ID / $TEST_S3_SECRET and the session token in
               $TEST_S3_TOKEN; then as ok
+  away        path /away/<scheme>/<host>/<port>/<rest>: 302 to <scheme>://who:L0cpass@<host>:<port>/<rest>?sig=L0csig
+              (another origin; user information and a query that must never be shown or sent on)
+  s3here      path /s3here/<bucket>/<key>: 302 to /s3/<bucket>/<key> (the same origin)
 """
 import datetime
 import time
@@ -101,12 +110,29 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self.serve(head=False)
 
+    def redirect_to(self, location):
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def serve(self, head):
+        log = os.environ.get("TEST_REQUEST_LOG")
+        if log:
+            with LOCK, open(log, "a") as f:
+                f.write("%s %s authorization=%d token=%d\n" % (
+                    self.headers.get("Host", "-"), self.path, "Authorization" in self.headers,
+                    "x-amz-security-token" in self.headers))
         target = self.path
         if target.startswith("http://"):  # absolute-form: a client using this server as its proxy
             target = "/" + target[len("http://"):].partition("/")[2]
         parts = urllib.parse.unquote(target.partition("?")[0]).lstrip("/").split("/")
         mode, name = parts[0], "/".join(parts[1:])
+        if mode == "away" and len(parts) > 4:
+            scheme, host, port = parts[1], parts[2], parts[3]
+            return self.redirect_to(f"{scheme}://who:L0cpass@{host}:{port}/" + "/".join(parts[4:]) + "?sig=L0csig")
+        if mode == "s3here":
+            return self.redirect_to("/s3/" + name)
         if mode == "s3":
             if not sigv4_ok(self, os.environ.get("TEST_S3_KEY_ID", ""), os.environ.get("TEST_S3_SECRET", ""),
                             os.environ.get("TEST_S3_TOKEN", "")):
@@ -149,6 +175,12 @@ class Handler(BaseHTTPRequestHandler):
         if if_match is not None and if_match != etag and if_match != "*":
             return self.fail(412)
         rng = self.headers.get("Range")
+        if rng is not None and mode == "unsatisfiable":
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{len(data)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if rng is None or mode == "norange":
             return self.send_body(200, data, etag, last_modified, head)
         m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
@@ -237,7 +269,7 @@ class Server(ThreadingHTTPServer):
 
 
 def main():
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server((os.environ.get("TEST_BIND_HOST", "127.0.0.1"), 0), Handler)
     if os.environ.get("TEST_TLS_CERT"):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(os.environ["TEST_TLS_CERT"], os.environ["TEST_TLS_KEY"])

@@ -3,8 +3,11 @@
 // retry or its error (docs/remote.md).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -126,6 +129,17 @@ TEST_CASE("faults that persist are errors naming the URL", "[remote]") {
   CHECK(c.remote_transfer()->requests == 1);
 }
 
+TEST_CASE("a 416 to the first request names the size the server gave", "[remote]") {
+  const std::string f = "checkpoints/gpu_tagged.t113.pt";
+  const auto size = std::to_string(std::filesystem::file_size(kFixtures + "/" + f));
+  const auto [code, what] = raised([&] { (void)torch::Checkpoint::open(server().url("unsatisfiable", f), quick(0)); });
+  CHECK(code == "kRemoteBadResponse");
+  CHECK(what.find("416") != std::string::npos);
+  CHECK(what.find("bytes */" + size) != std::string::npos);
+  CHECK(what.find("empty") == std::string::npos);
+  CHECK(what.find(server().url("unsatisfiable", f)) != std::string::npos);
+}
+
 TEST_CASE("no credential of a URL appears in a path, a message or the JSON", "[remote]") {
   const std::string f = "checkpoints/gpu_tagged.t113.pt";
   const std::string secret_url = "http://someone:pa55word@127.0.0.1:" + std::to_string(server().port()) + "/ok/" + f +
@@ -189,6 +203,106 @@ TEST_CASE("s3:// URLs are signed with SigV4 and read path-style from the endpoin
   for (const char* v : {"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
     ::unsetenv(v);
   }
+}
+
+namespace {
+
+// The lines a server started with TEST_REQUEST_LOG=<file> logged ("<Host> <path> authorization=0|1 token=0|1").
+std::vector<std::string> logged(const std::filesystem::path& file) {
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+bool any_secret(const std::vector<std::string>& lines) {
+  for (const auto& l : lines) {
+    if (l.find("authorization=1") != std::string::npos || l.find("token=1") != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::filesystem::path log_file(const std::string& name) {
+  const auto p = std::filesystem::temp_directory_path() / ("maploc-redirect-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove(p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a signed s3 request follows no redirect to another origin: its signature and token stay there", "[remote]") {
+  const std::string key_id = "AKIDMAPLOCTEST", secret = "s3cr3tKEYmaploc", token = "T0KENmaploc";
+  const auto origin_log = log_file("origin"), port_log = log_file("port"), host_log = log_file("host");
+  test::LoopbackServer s3(kFixtures, {"TEST_S3_KEY_ID=" + key_id, "TEST_S3_SECRET=" + secret, "TEST_S3_TOKEN=" + token,
+                                      "TEST_REQUEST_LOG=" + origin_log.string()});
+  test::LoopbackServer other_port(kFixtures, {"TEST_REQUEST_LOG=" + port_log.string()});
+  test::LoopbackServer other_host(kFixtures, {"TEST_BIND_HOST=127.0.0.2", "TEST_REQUEST_LOG=" + host_log.string()});
+  const std::string origin = "http://127.0.0.1:" + std::to_string(s3.port());
+  ::setenv("AWS_REGION", "eu-test-1", 1);
+  ::setenv("AWS_ACCESS_KEY_ID", key_id.c_str(), 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", secret.c_str(), 1);
+  ::setenv("AWS_SESSION_TOKEN", token.c_str(), 1);
+  const std::string f = "checkpoints/gpu_tagged.t113.pt";
+  // Another port, another address, another host name for the same server: each refused, naming
+  // where it pointed (scheme, host, port) and nothing of the Location's user information or query.
+  const std::vector<std::string> elsewhere = {"127.0.0.1/" + std::to_string(other_port.port()),
+                                              "127.0.0.2/" + std::to_string(other_host.port()),
+                                              "localhost/" + std::to_string(s3.port())};
+  for (const auto& host_port : elsewhere) {
+    INFO(host_port);
+    ::setenv("AWS_ENDPOINT_URL", (origin + "/away/http/" + host_port).c_str(), 1);
+    const auto [code, what] = raised([&] { (void)torch::Checkpoint::open("s3://bucket/" + f, quick(0)); });
+    CHECK(code == "kRemoteRedirects");
+    CHECK(what.find("redirect") != std::string::npos);
+    std::string shown = "http://" + host_port;
+    shown[shown.rfind('/')] = ':';
+    CHECK(what.find("to " + shown + " ") != std::string::npos);
+    for (const std::string& hidden : {std::string("who"), std::string("L0cpass"), std::string("L0csig"), secret, token}) {
+      CHECK(what.find(hidden) == std::string::npos);
+    }
+  }
+  CHECK(logged(port_log).empty());
+  CHECK(logged(host_log).empty());
+  for (const auto& line : logged(origin_log)) {
+    INFO(line);
+    CHECK(line.rfind("127.0.0.1:" + std::to_string(s3.port()) + " ", 0) == 0);  // never Host: localhost
+  }
+  CHECK(!any_secret(logged(port_log)));
+  CHECK(!any_secret(logged(host_log)));
+  // A redirect within the origin is followed, signed again for its path (the server checks it).
+  ::setenv("AWS_ENDPOINT_URL", (origin + "/s3here").c_str(), 1);
+  CHECK(hashes(torch::Checkpoint::open("s3://bucket/" + f, quick(0))) ==
+        hashes(torch::Checkpoint::open(kFixtures + "/" + f)));
+  for (const char* v : {"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
+    ::unsetenv(v);
+  }
+  for (const auto& p : {origin_log, port_log, host_log}) std::filesystem::remove(p);
+}
+
+TEST_CASE("an unsigned request follows a redirect to another origin without user information", "[remote]") {
+  const auto origin_log = log_file("u-origin"), host_log = log_file("u-host");
+  test::LoopbackServer first(kFixtures, {"TEST_REQUEST_LOG=" + origin_log.string()});
+  test::LoopbackServer other_host(kFixtures, {"TEST_BIND_HOST=127.0.0.2", "TEST_REQUEST_LOG=" + host_log.string()});
+  const std::string f = "checkpoints/gpu_tagged.t113.pt";
+  const std::string url = "http://someone:pa55word@127.0.0.1:" + std::to_string(first.port()) + "/away/http/127.0.0.2/" +
+                          std::to_string(other_host.port()) + "/ok/" + f;
+  const auto c = torch::Checkpoint::open(url, quick(0));
+  c.prefetch();
+  CHECK(hashes(c) == hashes(torch::Checkpoint::open(kFixtures + "/" + f)));
+  const auto at_origin = logged(origin_log), at_other = logged(host_log);
+  CHECK(!at_origin.empty());
+  CHECK(!at_other.empty());
+  for (const auto& line : at_origin) CHECK(line.find("authorization=1") != std::string::npos);  // its own user info
+  CHECK(!any_secret(at_other));  // neither the URL's user information nor the Location's
+  for (const auto& p : {origin_log, host_log}) std::filesystem::remove(p);
+  // A redirect to another scheme says it was a redirect and where to, not "Unsupported protocol".
+  const auto [code, what] = raised([&] {
+    (void)torch::Checkpoint::open(server().url("away", "ftp/127.0.0.1/21/" + f), quick(0));
+  });
+  CHECK(code == "kRemoteRedirects");
+  CHECK(what.find("a redirect to ftp://127.0.0.1:21 ") != std::string::npos);
+  CHECK(what.find("L0cpass") == std::string::npos);
+  CHECK(what.find("L0csig") == std::string::npos);
 }
 
 TEST_CASE("the CLI reads URLs in ls (with --records), dis, plan, load, verify, convert and remap", "[remote]") {

@@ -16,6 +16,7 @@
 #include "intervals.h"
 #include "maploc/error.h"
 #include "maploc/remote/object.h"
+#include "redirect.h"
 #include "target.h"
 
 using namespace maploc;
@@ -34,6 +35,69 @@ TEST_CASE("display_url drops user information, query and fragment", "[remote]") 
   CHECK(remote::display_url("http://host/a.pt") == "http://host/a.pt");
   CHECK(remote::display_url("s3://bucket/dir/key.pt") == "s3://bucket/dir/key.pt");
   CHECK(remote::display_url("https://tok@host") == "https://host");
+}
+
+TEST_CASE("display_url never shows user information, whatever raw characters it holds", "[remote]") {
+  // A password (or a token as user name) typed raw with '#', '?', '/' or '@': none of it is shown.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"https://user:pa#ss@host/a.pt", "https://host/a.pt"},
+      {"https://user:pa?ss@host:8443/a.pt?q=1", "https://host:8443/a.pt"},
+      {"https://user:pa/ss@host/a.pt", "https://host/a.pt"},
+      {"https://user:p@ss/w@host/a.pt", "https://host/a.pt"},
+      {"https://user:p#s?s/w@host/d/a.pt#frag", "https://host/d/a.pt"},
+      {"https://ab/cd+ef=@host/a.pt", "https://host/a.pt"},
+      {"http://user:pa#ss@127.0.0.1:9/x", "http://127.0.0.1:9/x"},
+      {"https://user:1234#ss@host/a.pt", "https://host/a.pt"},
+  };
+  for (const auto& [url, shown] : cases) {
+    INFO(url);
+    const std::string got = remote::display_url(url);
+    CHECK(got == shown);
+    for (const char* part : {"user", "pa", "ss", "ab", "cd", "ef", "1234", "frag"}) CHECK(got.find(part) == std::string::npos);
+  }
+  // Without user information, an '@' in the query is the query's (cut), not an end of user information.
+  CHECK(remote::display_url("https://host/a.pt?who=a@b.example") == "https://host/a.pt");
+  CHECK(remote::display_url("https://[::1]:8443/a.pt?who=a@b.example") == "https://[::1]:8443/a.pt");
+  CHECK(remote::display_url("https://host/a.pt#x@y") == "https://host/a.pt");
+}
+
+TEST_CASE("judge_redirect: https never to http, signed requests stay with their origin, no credential leaves it", "[remote]") {
+  auto refusal = [](const std::string& from, const std::string& to, bool signed_request) {
+    const auto v = remote::judge_redirect(from, to, signed_request);
+    CHECK_FALSE(v.follow);
+    for (const char* hidden : {"u:p", "pw", "sig=", "/y"}) CHECK(v.refusal.find(hidden) == std::string::npos);
+    return v.refusal;
+  };
+  // https to plain http: refused, signed or not, to the same host or another; where it pointed is named.
+  CHECK(refusal("https://a.example/x", "http://u:pw@b.example:8080/y?sig=1", false).find("to http://b.example:8080 ") !=
+        std::string::npos);
+  CHECK(refusal("https://a.example/x", "http://a.example/y", false).find("plain http") != std::string::npos);
+  CHECK(refusal("https://a.example/x", "http://a.example/y", true).find("plain http") != std::string::npos);
+  // Another scheme than http(s).
+  CHECK(refusal("http://a.example/x", "ftp://u:pw@a.example/y", false).find("to ftp://a.example ") != std::string::npos);
+  // Signed: another port, host, host name or scheme is another origin.
+  for (const char* to : {"https://a.example:8443/y?sig=1", "https://b.example/y"}) {
+    INFO(to);
+    CHECK(refusal("https://a.example/x", to, true).find("another origin") != std::string::npos);
+  }
+  CHECK(refusal("http://a.example/x", "https://a.example/y", true).find("another origin") != std::string::npos);
+  CHECK(refusal("http://127.0.0.1:9000/x", "http://localhost:9000/y", true).find("to http://localhost:9000 ") !=
+        std::string::npos);
+  // Signed, same origin (case and a written default port aside): followed as given.
+  auto followed = [](const std::string& from, const std::string& to, bool signed_request) {
+    const auto v = remote::judge_redirect(from, to, signed_request);
+    CHECK(v.follow);
+    return v.url;
+  };
+  CHECK(followed("https://A.example/x", "https://a.example:443/y?z=1", true) == "https://a.example:443/y?z=1");
+  CHECK(followed("http://127.0.0.1:9000/x", "http://127.0.0.1:9000/y", true) == "http://127.0.0.1:9000/y");
+  // Unsigned: another origin (a CDN) is followed, without user information; http to https too.
+  CHECK(followed("https://a.example/x", "https://u:pw@cdn.example/y?sig=1", false) == "https://cdn.example/y?sig=1");
+  CHECK(followed("http://u:pw@a.example/x", "https://a.example/y", false) == "https://a.example/y");
+  // The same origin keeps the user information curl resolved the Location with.
+  CHECK(followed("http://u:pw@a.example/x", "http://u:pw@a.example/y", false) == "http://u:pw@a.example/y");
+  // Nothing parseable: refused, showing nothing of it.
+  CHECK(refusal("http://a.example/x", "http://[zz/u:pw", false).find("cannot parse") != std::string::npos);
 }
 
 TEST_CASE("the present-range set merges and reports what is missing", "[remote]") {
