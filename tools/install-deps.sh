@@ -21,7 +21,8 @@ test=(catch2            # the test framework
       python3-venv      # .cache/safetensors-venv (below)
       clang-16          # the sanitizer builds (tools/test.sh), and tools/syntax-check.py for the rest
       libclang-rt-16-dev  # clang-16's ASan, UBSan and TSan runtimes
-      ca-certificates)  # fixtures/real/fetch.py downloads the real-world corpus over HTTPS
+      ca-certificates   # fixtures/real/fetch.py downloads the real-world corpus over HTTPS
+      openssl)          # tests/remote/tls_test.cpp makes a CA and a certificate for its https loopback server
 
 case "$mode" in
   build) packages=("${build[@]}") ;;
