@@ -59,8 +59,9 @@ class CaEnvironment {
 struct Pki {
   std::string dir, ca, cert, key;
   Pki() {
-    char tmpl[] = "/tmp/maploc-tls-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    // Under the system's temporary directory ($TMPDIR or its default), not a fixed path.
+    std::string tmpl = (std::filesystem::temp_directory_path() / "maploc-tls-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
     dir = tmpl;
     ca = dir + "/ca.pem";
     cert = dir + "/server.pem";

@@ -16,15 +16,9 @@ namespace maploc::test {
 // maploc): an offset where the range is in another file (a set member's), or a wrong one, would
 // load the wrong bytes.
 TEST_CASE("storage_file_offset equals storage_file_range's offset in the checkpoint's own file", "[torch]") {
-  std::size_t opened = 0, offsets = 0, elsewhere = 0;
-  for (const auto& p : fixture_paths()) {
-    std::optional<torch::Checkpoint> c;
-    try {
-      c.emplace(torch::Checkpoint::open(p));
-    } catch (const Error&) {
-      continue;
-    }
-    ++opened;
+  std::size_t offsets = 0, elsewhere = 0;
+  const std::size_t opened = for_each_fixture_that_opens([&](const auto& p, const torch::Checkpoint& checkpoint) {
+    const torch::Checkpoint* c = &checkpoint;
     for (std::size_t i = 0; i < c->storages().size(); ++i) {
       const auto range = c->storage_file_range(i);
       const auto offset = c->storage_file_offset(i);
@@ -45,7 +39,7 @@ TEST_CASE("storage_file_offset equals storage_file_range's offset in the checkpo
                        [](char a, std::uint8_t b) { return static_cast<std::uint8_t>(a) == b; }));
     }
     CHECK_FALSE(c->storage_file_offset(c->storages().size()).has_value());
-  }
+  });
   WARN(opened << " fixtures opened, " << offsets << " storages at an offset of their own file, " << elsewhere
               << " in a set member's file");
   CHECK(opened > 100);

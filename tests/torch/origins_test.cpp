@@ -63,22 +63,15 @@ Agreement agree(const torch::Checkpoint& c) {
 }  // namespace
 
 TEST_CASE("tensor_node and object_tensors agree on every fixture that opens", "[torch]") {
-  std::size_t opened = 0, nodes = 0, entries = 0;
-  for (const fs::path& p : fixture_paths()) {
-    std::optional<torch::Checkpoint> c;
-    try {
-      c.emplace(torch::Checkpoint::open(p));
-    } catch (const Error&) {
-      continue;
-    }
-    ++opened;
-    const Agreement a = agree(*c);
+  std::size_t nodes = 0, entries = 0;
+  const std::size_t opened = for_each_fixture_that_opens([&](const fs::path& p, const torch::Checkpoint& c) {
+    const Agreement a = agree(c);
     nodes += a.nodes;
     entries += a.entries;
     INFO(p.string() << ": " << a.broken.size() << " disagreements; the first: "
                     << (a.broken.empty() ? std::string() : a.broken.front()));
     CHECK(a.broken.empty());
-  }
+  });
   // The walk must have seen the corpus: fixtures of every generation hold rebuilt tensors.
   WARN(opened << " fixtures opened, " << nodes << " tensors with a node, " << entries << " entries with a node");
   CHECK(opened > 100);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -22,16 +23,29 @@ using Buffer = std::vector<std::uint8_t>;
 
 inline std::filesystem::path checkpoints_dir() { return std::filesystem::path(MAPLOC_FIXTURES_DIR) / "checkpoints"; }
 
-/// Every file and directory under fixtures/, sorted: the tests that walk the whole corpus open
-/// each and keep what Checkpoint::open accepts (malicious files, bare pickles and zips that are
-/// not checkpoints are refused, as they should be).
-inline std::vector<std::filesystem::path> fixture_paths() {
-  std::vector<std::filesystem::path> out;
+/// Calls f(path, checkpoint) for every file and directory under fixtures/ (sorted) that
+/// Checkpoint::open accepts (malicious files, bare pickles and zips that are not checkpoints are
+/// refused, as they should be, and skipped); returns how many opened, for the caller to require
+/// that the walk saw the corpus.
+template <class F>
+std::size_t for_each_fixture_that_opens(F f) {
+  std::vector<std::filesystem::path> paths;
   for (const auto& e : std::filesystem::recursive_directory_iterator(MAPLOC_FIXTURES_DIR)) {
-    if (e.is_regular_file() || e.is_directory()) out.push_back(e.path());
+    if (e.is_regular_file() || e.is_directory()) paths.push_back(e.path());
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  std::sort(paths.begin(), paths.end());
+  std::size_t opened = 0;
+  for (const auto& p : paths) {
+    std::optional<torch::Checkpoint> c;
+    try {
+      c.emplace(torch::Checkpoint::open(p));
+    } catch (const Error&) {
+      continue;
+    }
+    ++opened;
+    f(p, *c);
+  }
+  return opened;
 }
 
 inline Buffer read_file(const std::filesystem::path& p) {
